@@ -1,0 +1,111 @@
+"""Process-wide ``LATER_*`` settings, read live so ``override_settings`` works.
+
+Options that belong to one task backend alias (namespace, topics, retry policy,
+lease length, retention) live in ``TASKS[alias]["OPTIONS"]`` instead; see
+``later_django.options``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings as django_settings
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    kind: type | tuple[type, ...]
+    minimum: float | None
+    help: str
+
+
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        Setting(
+            "LATER_POLL_INTERVAL",
+            1.0,
+            (int, float),
+            0.01,
+            "Seconds an idle worker waits before looking for work again.",
+        ),
+        Setting(
+            "LATER_HEARTBEAT_INTERVAL",
+            5.0,
+            (int, float),
+            0.1,
+            "Seconds between a worker's heartbeats and lease renewals.",
+        ),
+        Setting(
+            "LATER_WORKER_DEAD_AFTER",
+            30.0,
+            (int, float),
+            1.0,
+            "Seconds without a heartbeat after which a worker counts as gone.",
+        ),
+        Setting(
+            "LATER_SWEEP_INTERVAL",
+            60.0,
+            (int, float),
+            0.1,
+            "Seconds between sweeps of expired rows.",
+        ),
+        Setting("LATER_SWEEP_BATCH", 1000, int, 1, "Most rows one sweep statement deletes."),
+        Setting(
+            "LATER_VACUUM_INTERVAL",
+            None,
+            (int, float, type(None)),
+            1.0,
+            "Seconds between VACUUMs of the database; None never vacuums.",
+        ),
+        Setting(
+            "LATER_SQLITE_BUSY_TIMEOUT",
+            30.0,
+            (int, float),
+            0.0,
+            "Seconds SQLite waits for a lock before giving up.",
+        ),
+    ]
+}
+
+
+class LaterSettings:
+    """Typed, live view of the ``LATER_*`` settings."""
+
+    def _get(self, name: str) -> Any:
+        return getattr(django_settings, name, SETTINGS[name].default)
+
+    @property
+    def poll_interval(self) -> float:
+        return float(self._get("LATER_POLL_INTERVAL"))
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return float(self._get("LATER_HEARTBEAT_INTERVAL"))
+
+    @property
+    def worker_dead_after(self) -> float:
+        return float(self._get("LATER_WORKER_DEAD_AFTER"))
+
+    @property
+    def sweep_interval(self) -> float:
+        return float(self._get("LATER_SWEEP_INTERVAL"))
+
+    @property
+    def sweep_batch(self) -> int:
+        return int(self._get("LATER_SWEEP_BATCH"))
+
+    @property
+    def vacuum_interval(self) -> float | None:
+        value = self._get("LATER_VACUUM_INTERVAL")
+        return None if value is None else float(value)
+
+    @property
+    def sqlite_busy_timeout(self) -> float:
+        return float(self._get("LATER_SQLITE_BUSY_TIMEOUT"))
+
+
+later_settings = LaterSettings()

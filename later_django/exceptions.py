@@ -1,0 +1,41 @@
+"""The exceptions later_django raises; every one derives from LaterError."""
+
+
+class LaterError(Exception):
+    """Base class of every error later_django raises on purpose."""
+
+
+class InvalidArgument(LaterError, ValueError):
+    """A value given to later_django is not one it accepts."""
+
+
+class SerializationError(InvalidArgument):
+    """Task arguments or a return value cannot be stored."""
+
+
+class PayloadDecodeError(LaterError):
+    """Stored bytes could not be decoded into a job record."""
+
+
+class UnknownTopic(InvalidArgument):
+    """A topic name is not declared in the backend's OPTIONS."""
+
+
+class TopicLayoutMismatch(LaterError):
+    """A topic's configured partition count differs from the stored one."""
+
+
+class LeaseLost(LaterError):
+    """A lease (job execution, partition or consumer group) is no longer held."""
+
+
+class JobNotFound(LaterError, LookupError):
+    """No job exists with the given id in this namespace."""
+
+
+class InvalidTransition(LaterError):
+    """A job is not in a stage that allows the requested change."""
+
+
+class TaskTimeout(LaterError):
+    """A task ran longer than its timeout."""

@@ -1,0 +1,73 @@
+"""Settings for the test suite; ``DATABASE_URL`` picks SQLite or PostgreSQL.
+
+Worker subprocesses started by the tests import these same settings with
+``LATER_TEST_DATABASE_NAME`` set, so they open the test database the suite
+created rather than the configured one.
+"""
+
+import os
+import uuid
+from pathlib import Path
+
+import environ
+
+ROOT = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+SECRET_KEY = "later-django-tests"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "later_django",
+    "tests",
+]
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "tests.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+STATIC_URL = "static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+_database = env.db("DATABASE_URL", default=f"sqlite:///{ROOT / '.test-db' / 'test.sqlite3'}")
+_run = os.environ.setdefault("LATER_TEST_RUN", uuid.uuid4().hex[:8])
+if _database["ENGINE"].endswith("sqlite3"):
+    _database["TEST"] = {"NAME": str(Path(_database["NAME"]).with_name(f"test_{_run}.sqlite3"))}
+    _database["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
+else:
+    _database["TEST"] = {"NAME": f"test_later_{_run}"}
+if os.environ.get("LATER_TEST_DATABASE_NAME"):
+    _database["NAME"] = os.environ["LATER_TEST_DATABASE_NAME"]
+DATABASES = {"default": _database}
+
+LATER_POLL_INTERVAL = 0.05
+LATER_HEARTBEAT_INTERVAL = 0.5
