@@ -39,3 +39,10 @@ class InvalidTransition(LaterError):
 
 class TaskTimeout(LaterError):
     """A task ran longer than its timeout."""
+
+
+class InterruptedByTimeout(TaskTimeout):
+    """Raised inside a task's thread when the worker interrupts it at its timeout."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(args or ("The task ran longer than its timeout and was interrupted.",)))

@@ -71,3 +71,24 @@ DATABASES = {"default": _database}
 
 LATER_POLL_INTERVAL = 0.05
 LATER_HEARTBEAT_INTERVAL = 0.5
+
+TASKS = {
+    "default": {
+        "BACKEND": "later_django.backend.LaterBackend",
+        "QUEUES": ["default", "emails", "slow"],
+        "OPTIONS": {"namespace": "tests", "lease_seconds": 2},
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "later_django": {
+            "handlers": ["stderr"],
+            "level": os.environ.get("LATER_TEST_LOG_LEVEL", "WARNING"),
+        },
+    },
+}

@@ -1,0 +1,240 @@
+"""The django.tasks backend: ``TASKS = {"default": {"BACKEND": "later_django.backend.LaterBackend"}}``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.db import connections
+from django.tasks import Task, TaskResult
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued
+from django.utils import timezone
+
+from . import backoff as backoff_module
+from . import options as options_module
+from .enqueue import NewJob, insert_jobs
+from .exceptions import InvalidArgument
+from .records import JobRecord, check_arguments, new_job_id, to_micros
+from .results import load_result
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaterTask(Task):
+    """A Django Task with Later's options: retries, backoff and a timeout.
+
+    ``max_attempts`` counts the first attempt; ``None`` takes the backend
+    alias's default, as does ``backoff``.
+    """
+
+    max_attempts: int | None = None
+    backoff: Any = None
+    timeout: float | None = None
+
+    def using(
+        self,
+        *,
+        priority: int | None = None,
+        queue_name: str | None = None,
+        run_after: datetime | timedelta | None = None,
+        backend: str | None = None,
+    ) -> LaterTask:
+        """Return a copy with changed defaults; ``run_after`` may be a timedelta from now."""
+        if isinstance(run_after, timedelta):
+            run_after = timezone.now() + run_after
+        changes: dict[str, Any] = {}
+        if priority is not None:
+            changes["priority"] = priority
+        if queue_name is not None:
+            changes["queue_name"] = queue_name
+        if run_after is not None:
+            changes["run_after"] = run_after
+        if backend is not None:
+            changes["backend"] = backend
+        return replace(self, **changes)
+
+    def enqueue_many(
+        self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]
+    ) -> list[TaskResult]:
+        """Enqueue many calls of this task in one round trip; each call is ``(args, kwargs)``."""
+        backend = self.get_backend()
+        assert isinstance(backend, LaterBackend)
+        return backend.enqueue_many(self, calls)
+
+
+class LaterBackend(BaseTaskBackend):
+    task_class = LaterTask
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        self.options_error: InvalidArgument | None = None
+        try:
+            self.later = options_module.parse(self.options)
+        except InvalidArgument as e:
+            self.options_error = e
+            self.later = options_module.BackendOptions()
+
+    @property
+    def namespace(self) -> str:
+        return self.later.namespace
+
+    @property
+    def database(self) -> str:
+        return self.later.database
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        errors: list[checks.CheckMessage] = []
+        if self.options_error is not None:
+            errors.append(
+                checks.Error(
+                    f"TASKS[{self.alias!r}]: {self.options_error}",
+                    hint="See docs/configuration.md for every option, its type and default.",
+                    id="later.E002",
+                )
+            )
+        if self.later.database not in settings.DATABASES:
+            errors.append(
+                checks.Error(
+                    f"TASKS[{self.alias!r}]['OPTIONS']['database'] is {self.later.database!r}, "
+                    "which is not a DATABASES alias.",
+                    hint=f"Use one of: {', '.join(settings.DATABASES)}.",
+                    id="later.E003",
+                )
+            )
+            return errors
+        connection = connections[self.later.database]
+        if connection.vendor not in ("sqlite", "postgresql"):
+            errors.append(
+                checks.Error(
+                    f"Database {self.later.database!r} is {connection.vendor!r}; later_django "
+                    "supports SQLite and PostgreSQL.",
+                    id="later.E004",
+                )
+            )
+        elif connection.vendor == "sqlite":
+            mode = connection.settings_dict.get("OPTIONS", {}).get("transaction_mode")
+            if mode != "IMMEDIATE":
+                errors.append(
+                    checks.Warning(
+                        f"SQLite database {self.later.database!r} uses transaction_mode "
+                        f"{mode!r}; enqueueing inside transaction.atomic() from several "
+                        "processes can then fail with 'database is locked'.",
+                        hint='Set DATABASES[...]["OPTIONS"]["transaction_mode"] = "IMMEDIATE".',
+                        id="later.W001",
+                    )
+                )
+        return errors
+
+    def validate_task(self, task: Task) -> None:
+        super().validate_task(task)
+        if not isinstance(task, LaterTask):
+            return
+        if task.max_attempts is not None and (
+            isinstance(task.max_attempts, bool)
+            or not isinstance(task.max_attempts, int)
+            or task.max_attempts < 1
+        ):
+            raise InvalidTask(
+                f"max_attempts is {task.max_attempts!r}; it must be a whole number >= 1 "
+                "(it counts the first attempt)."
+            )
+        if task.timeout is not None and (
+            isinstance(task.timeout, bool)
+            or not isinstance(task.timeout, int | float)
+            or task.timeout <= 0
+        ):
+            raise InvalidTask(f"timeout is {task.timeout!r}; it must be a number of seconds > 0.")
+        if task.backoff is not None:
+            try:
+                backoff_module.resolve(task.backoff)
+            except InvalidArgument as e:
+                raise InvalidTask(str(e)) from e
+
+    def backoff_for(self, task: Task) -> backoff_module.BackoffPolicy:
+        if isinstance(task, LaterTask) and task.backoff is not None:
+            return backoff_module.resolve(task.backoff)
+        return self.later.backoff
+
+    def _new_job(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> NewJob:
+        self.validate_task(task)
+        if self.options_error is not None:
+            raise self.options_error
+        checked_args, checked_kwargs = check_arguments(task.module_path, args, kwargs)
+        now = timezone.now()
+        run_at = task.run_after if task.run_after is not None else now
+        if timezone.is_naive(run_at):
+            run_at = timezone.make_aware(run_at)
+        record = JobRecord(
+            id=new_job_id(),
+            task_path=task.module_path,
+            args=checked_args,
+            kwargs=checked_kwargs,
+            queue_name=task.queue_name,
+            priority=task.priority,
+            backend=self.alias,
+            enqueued_at=to_micros(now) or 0,
+            run_after=to_micros(task.run_after) if task.run_after else None,
+            max_attempts=(
+                task.max_attempts
+                if isinstance(task, LaterTask) and task.max_attempts is not None
+                else self.later.max_attempts
+            ),
+            timeout=task.timeout if isinstance(task, LaterTask) else None,
+        )
+        stage = "delayed" if run_at > now else "enqueued"
+        return NewJob(record=record, stage=stage, run_at=run_at, enqueued_at=now)
+
+    def _result_for(self, task: Task, job: NewJob) -> TaskResult:
+        from django.tasks import TaskResultStatus
+
+        result = TaskResult(
+            task=task,
+            id=job.record.id,
+            status=TaskResultStatus.READY,
+            enqueued_at=job.enqueued_at,
+            started_at=None,
+            last_attempted_at=None,
+            finished_at=None,
+            args=job.record.args,
+            kwargs=job.record.kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """Store a job in the current transaction of the backend's database."""
+        job = self._new_job(task, args, kwargs)
+        insert_jobs(self.namespace, [job], using=self.database)
+        return self._result_for(task, job)
+
+    def enqueue_many(
+        self, task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]
+    ) -> list[TaskResult]:
+        """Store many calls of one task with a single statement (PostgreSQL) or batch."""
+        jobs = []
+        for number, call in enumerate(calls):
+            if not isinstance(call, tuple) or len(call) != 2:
+                raise InvalidArgument(
+                    f"Call #{number} is {call!r}; each call must be an (args, kwargs) tuple."
+                )
+            jobs.append(self._new_job(task, call[0], call[1]))
+        insert_jobs(self.namespace, jobs, using=self.database)
+        return [self._result_for(task, job) for job in jobs]
+
+    def get_result(self, result_id: str) -> TaskResult:
+        result = load_result(self, result_id)
+        if result is None:
+            raise TaskResultDoesNotExist(result_id)
+        return result

@@ -1,0 +1,104 @@
+"""Small database helpers shared by the engine: dialects, datetimes, retries, wake-ups."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from django.db import DatabaseError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils.dateparse import parse_datetime
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+NOTIFY_CHANNEL = "later_delivery"
+SUPPORTED = ("sqlite", "postgresql")
+
+
+def connection_for(using: str) -> BaseDatabaseWrapper:
+    connection = connections[using]
+    if connection.vendor not in SUPPORTED:
+        from .exceptions import LaterError
+
+        raise LaterError(
+            f"Database {using!r} is {connection.vendor!r}; later_django supports SQLite and "
+            "PostgreSQL."
+        )
+    return connection
+
+
+def is_postgres(connection: BaseDatabaseWrapper) -> bool:
+    return connection.vendor == "postgresql"
+
+
+def to_db(connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
+    """Adapt an aware datetime for a raw query, as Django's own fields store it."""
+    if value is None:
+        return None
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def from_db(value: Any) -> datetime | None:
+    """Read a datetime column fetched by a raw query as an aware UTC datetime."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parsed = parse_datetime(value)
+        if parsed is None:
+            raise ValueError(f"{value!r} is not a datetime")
+        value = parsed
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value
+
+
+def placeholders(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+@contextmanager
+def write_transaction(using: str) -> Iterator[Any]:
+    """Open a transaction that holds the write lock from its first statement.
+
+    On SQLite a deferred transaction that reads first and writes later fails at
+    once with "database is locked" when another writer committed in between;
+    taking the write lock up front lets the busy timeout do its job instead.
+    """
+    connection = connection_for(using)
+    outermost = not connection.in_atomic_block
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        if outermost and connection.vendor == "sqlite":
+            cursor.execute("UPDATE later_stage_counts SET count = count WHERE 0")
+        yield cursor
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a database error is worth retrying (locks, deadlocks, lost connections)."""
+    from .storage import is_transient as storage_is_transient
+
+    return storage_is_transient(exc)
+
+
+def retrying(fn: Callable[[], T], *, what: str, attempts: int = 8, using: str = "default") -> T:
+    """Run ``fn`` (one whole transaction), retrying transient database errors with jitter."""
+    delay = 0.01
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except DatabaseError as e:
+            if attempt == attempts or not is_transient(e):
+                raise
+            logger.warning(
+                "transient database error during %s attempt=%s error=%s", what, attempt, e
+            )
+            if not connections[using].is_usable():
+                connections[using].close()
+            time.sleep(delay + random.uniform(0, delay))
+            delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")

@@ -1,0 +1,126 @@
+"""The enqueue write path: a job's record, its index row and its queue command.
+
+Everything goes through the caller's connection, so inside
+``transaction.atomic()`` the job commits or rolls back with the caller's data.
+On PostgreSQL any number of jobs is one statement (three inserts in one CTE
+over arrays); on SQLite, three ``executemany`` calls in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from .db import connection_for, is_postgres, to_db, write_transaction
+from .records import JobRecord, job_key
+
+
+@dataclass
+class NewJob:
+    record: JobRecord
+    stage: str  # "enqueued", "delayed" or "waiting"
+    run_at: datetime
+    enqueued_at: datetime
+
+
+INDEX_COLUMNS = (
+    "namespace, job_id, task_path, queue_name, priority, stage, revision, attempts, "
+    "enqueued_at, run_at, transitioned_at, topic, partition, sequence, parent_job_id"
+)
+
+PG_INSERT = f"""
+WITH job AS (
+    SELECT * FROM unnest(
+        %s::text[], %s::bytea[], %s::text[], %s::text[], %s::int[], %s::text[],
+        %s::timestamptz[], %s::timestamptz[], %s::text[], %s::int[], %s::bigint[], %s::text[]
+    ) AS t(job_id, value, task_path, queue_name, priority, stage,
+           enqueued_at, run_at, topic, part, seq, parent_job_id)
+), stored AS (
+    INSERT INTO later_storage (namespace, key, value)
+    SELECT %s, 'job:' || job_id, value FROM job
+), indexed AS (
+    INSERT INTO later_jobs_index ({INDEX_COLUMNS})
+    SELECT %s, job_id, task_path, queue_name, priority, stage, 1, 0,
+           enqueued_at, run_at, enqueued_at, topic, part, seq, parent_job_id
+    FROM job
+)
+INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
+                                  enqueued_at)
+SELECT %s, queue_name, job_id, priority, run_at, enqueued_at FROM job
+WHERE stage = 'enqueued' AND topic IS NULL
+"""
+
+
+def insert_jobs(namespace: str, jobs: Sequence[NewJob], *, using: str) -> None:
+    """Write new jobs in the caller's transaction (or a transaction of their own)."""
+    if not jobs:
+        return
+    connection = connection_for(using)
+    with write_transaction(using) as cursor:
+        if is_postgres(connection):
+            cursor.execute(
+                PG_INSERT,
+                [
+                    [j.record.id for j in jobs],
+                    [j.record.encode() for j in jobs],
+                    [j.record.task_path for j in jobs],
+                    [j.record.queue_name for j in jobs],
+                    [j.record.priority for j in jobs],
+                    [j.stage for j in jobs],
+                    [j.enqueued_at for j in jobs],
+                    [j.run_at for j in jobs],
+                    [j.record.topic for j in jobs],
+                    [j.record.partition for j in jobs],
+                    [j.record.sequence for j in jobs],
+                    [j.record.parent_id for j in jobs],
+                    namespace,
+                    namespace,
+                    namespace,
+                ],
+            )
+            return
+        cursor.executemany(
+            "INSERT INTO later_storage (namespace, key, value) VALUES (%s, %s, %s)",
+            [(namespace, job_key(j.record.id), j.record.encode()) for j in jobs],
+        )
+        cursor.executemany(
+            f"INSERT INTO later_jobs_index ({INDEX_COLUMNS}) "
+            "VALUES (%s, %s, %s, %s, %s, %s, 1, 0, %s, %s, %s, %s, %s, %s, %s)",
+            [
+                (
+                    namespace,
+                    j.record.id,
+                    j.record.task_path,
+                    j.record.queue_name,
+                    j.record.priority,
+                    j.stage,
+                    to_db(connection, j.enqueued_at),
+                    to_db(connection, j.run_at),
+                    to_db(connection, j.enqueued_at),
+                    j.record.topic,
+                    j.record.partition,
+                    j.record.sequence,
+                    j.record.parent_id,
+                )
+                for j in jobs
+            ],
+        )
+        queued = [j for j in jobs if j.stage == "enqueued" and j.record.topic is None]
+        if queued:
+            cursor.executemany(
+                "INSERT INTO later_delivery_queue "
+                "(namespace, queue_name, job_id, priority, available_at, enqueued_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        namespace,
+                        j.record.queue_name,
+                        j.record.id,
+                        j.record.priority,
+                        to_db(connection, j.run_at),
+                        to_db(connection, j.enqueued_at),
+                    )
+                    for j in queued
+                ],
+            )

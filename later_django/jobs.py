@@ -1,0 +1,220 @@
+"""Operations on one job by id: look it up, retry it, cancel it, delete it.
+
+These are what the dashboard's actions and user code call; each runs in one
+transaction and checks the job's current stage in the same statement that
+changes it, so it never races a worker into an impossible state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.tasks import task_backends
+from django.utils import timezone
+
+from .backend import LaterBackend
+from .db import write_transaction
+from .exceptions import InvalidTransition, JobNotFound
+from .models import DeliveryCommand, JobIndexRow, StorageValue
+from .records import ErrorEntry, JobRecord, from_micros, job_key
+from .results import load_record
+
+PENDING = ("delayed", "waiting", "enqueued", "requeued")
+RETRYABLE = ("failed", "cancelled")
+FINISHED = ("success", "failed", "cancelled")
+
+
+def backend_for(namespace: str) -> LaterBackend:
+    for backend in task_backends.all():
+        if isinstance(backend, LaterBackend) and backend.namespace == namespace:
+            return backend
+    raise JobNotFound(f"No Later task backend uses namespace {namespace!r}.")
+
+
+@dataclass
+class JobView:
+    """Everything known about one job, for people: the dashboard and the shell."""
+
+    id: str
+    task_path: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    queue_name: str
+    priority: int
+    stage: str
+    attempts: int
+    max_attempts: int
+    enqueued_at: datetime | None
+    run_after: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    worker_ids: list[str]
+    errors: list[ErrorEntry]
+    return_value: Any
+    history: list[tuple[str, datetime | None]]
+    topic: str | None
+    partition: int | None
+    sequence: int | None
+    parent_id: str | None
+    cancel_reason: str | None
+    record: JobRecord
+
+
+def get_job(job_id: str, *, namespace: str) -> JobView:
+    backend = backend_for(namespace)
+    found = load_record(namespace, job_id, using=backend.database)
+    if found is None:
+        raise JobNotFound(f"No job {job_id!r} in namespace {namespace!r}.")
+    row, record = found
+    history: list[tuple[str, datetime | None]] = [("enqueued", from_micros(record.enqueued_at))]
+    if record.run_after:
+        history.append(("due", from_micros(record.run_after)))
+    for attempt in record.attempts:
+        history.append((f"running on {attempt.worker_id}", from_micros(attempt.started_at)))
+        if attempt.outcome:
+            history.append((attempt.outcome, from_micros(attempt.finished_at)))
+    history.append((f"now {row.stage}", row.transitioned_at))
+    return JobView(
+        id=record.id,
+        task_path=record.task_path,
+        args=record.args,
+        kwargs=record.kwargs,
+        queue_name=record.queue_name,
+        priority=record.priority,
+        stage=row.stage,
+        attempts=len(record.attempts),
+        max_attempts=record.max_attempts,
+        enqueued_at=from_micros(record.enqueued_at),
+        run_after=from_micros(record.run_after),
+        started_at=from_micros(record.attempts[0].started_at) if record.attempts else None,
+        finished_at=from_micros(record.finished_at),
+        worker_ids=record.worker_ids,
+        errors=record.errors,
+        return_value=record.return_value,
+        history=history,
+        topic=record.topic,
+        partition=record.partition,
+        sequence=record.sequence,
+        parent_id=record.parent_id,
+        cancel_reason=record.cancel_reason,
+        record=record,
+    )
+
+
+def _stage_error(
+    job_id: str, stage: str | None, action: str, allowed: tuple[str, ...]
+) -> Exception:
+    if stage is None:
+        return JobNotFound(f"No job {job_id!r} exists to {action}.")
+    return InvalidTransition(
+        f"Job {job_id!r} is {stage}; only {', '.join(allowed)} jobs can be {action}."
+    )
+
+
+def _current_stage(namespace: str, job_id: str, using: str) -> str | None:
+    return (
+        JobIndexRow.objects.using(using)
+        .filter(namespace=namespace, job_id=job_id)
+        .values_list("stage", flat=True)
+        .first()
+    )
+
+
+def _save_record(namespace: str, record: JobRecord, using: str, expire: datetime | None) -> None:
+    StorageValue.objects.using(using).filter(namespace=namespace, key=job_key(record.id)).update(
+        value=record.encode(), date_expire=expire
+    )
+
+
+def retry_job(job_id: str, *, namespace: str) -> None:
+    """Run a failed or cancelled job again, granting it one more attempt."""
+    backend = backend_for(namespace)
+    using = backend.database
+    with write_transaction(using):
+        found = load_record(namespace, job_id, using=using)
+        now = timezone.now()
+        changed = (
+            JobIndexRow.objects.using(using)
+            .filter(namespace=namespace, job_id=job_id, stage__in=RETRYABLE)
+            .update(
+                stage="enqueued",
+                transitioned_at=now,
+                run_at=now,
+                finished_at=None,
+                date_expire=None,
+                revision=F("revision") + 1,
+            )
+        )
+        if not changed or found is None:
+            raise _stage_error(
+                job_id, _current_stage(namespace, job_id, using), "retried", RETRYABLE
+            )
+        _, record = found
+        failures = sum(1 for a in record.attempts if a.outcome in ("error", "timeout"))
+        record.max_attempts = max(record.max_attempts, failures + 1)
+        record.finished_at = None
+        record.cancel_reason = None
+        record.return_value = None
+        record.stage = "enqueued"
+        _save_record(namespace, record, using, None)
+        DeliveryCommand.objects.using(using).create(
+            namespace=namespace,
+            queue_name=record.queue_name,
+            job_id=job_id,
+            priority=record.priority,
+            available_at=now,
+            enqueued_at=now,
+        )
+
+
+def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> None:
+    """Cancel a job that has not started; it ends ``cancelled`` with ``reason`` kept."""
+    backend = backend_for(namespace)
+    using = backend.database
+    with write_transaction(using):
+        now = timezone.now()
+        expire = now + timezone.timedelta(seconds=backend.later.retention_seconds)
+        changed = (
+            JobIndexRow.objects.using(using)
+            .filter(namespace=namespace, job_id=job_id, stage__in=PENDING)
+            .update(
+                stage="cancelled",
+                transitioned_at=now,
+                finished_at=now,
+                date_expire=expire,
+                revision=F("revision") + 1,
+            )
+        )
+        if not changed:
+            raise _stage_error(
+                job_id, _current_stage(namespace, job_id, using), "cancelled", PENDING
+            )
+        DeliveryCommand.objects.using(using).filter(namespace=namespace, job_id=job_id).delete()
+        found = load_record(namespace, job_id, using=using)
+        if found is not None:
+            record = found[1]
+            record.stage = "cancelled"
+            record.cancel_reason = reason
+            record.finished_at = int(now.timestamp() * 1_000_000)
+            _save_record(namespace, record, using, expire)
+
+
+def delete_job(job_id: str, *, namespace: str) -> None:
+    """Delete a finished job's record and index row now, before its retention ends."""
+    backend = backend_for(namespace)
+    using = backend.database
+    with transaction.atomic(using=using):
+        deleted, _ = (
+            JobIndexRow.objects.using(using)
+            .filter(namespace=namespace, job_id=job_id, stage__in=FINISHED)
+            .delete()
+        )
+        if not deleted:
+            raise _stage_error(
+                job_id, _current_stage(namespace, job_id, using), "deleted", FINISHED
+            )
+        StorageValue.objects.using(using).filter(namespace=namespace, key=job_key(job_id)).delete()

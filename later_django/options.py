@@ -1,0 +1,105 @@
+"""Options of one Later task backend alias, from ``TASKS[alias]["OPTIONS"]``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from . import backoff as backoff_module
+from .exceptions import InvalidArgument
+
+BACKEND_PATH = "later_django.backend.LaterBackend"
+NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    namespace: str = "default"
+    database: str = "default"
+    lease_seconds: float = 30.0
+    max_attempts: int = 1
+    backoff: backoff_module.BackoffPolicy = field(default_factory=backoff_module.Exponential)
+    retention_seconds: float = 7 * DAY
+    topics: dict[str, int] = field(default_factory=dict)
+    schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+KNOWN = {f for f in BackendOptions.__dataclass_fields__}
+
+
+def _number(options: dict[str, Any], name: str, default: float, minimum: float) -> float:
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
+        raise InvalidArgument(f"OPTIONS[{name!r}] is {value!r}; it must be a number >= {minimum}.")
+    return float(value)
+
+
+def validate_name(kind: str, value: Any) -> str:
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise InvalidArgument(
+            f"{kind} is {value!r}; it must be 1-100 characters of letters, digits, '_', '.', ':' "
+            "or '-'."
+        )
+    return value
+
+
+def parse(options: dict[str, Any]) -> BackendOptions:
+    """Validate a backend alias's OPTIONS; raise InvalidArgument naming the bad value."""
+    if not isinstance(options, dict):
+        raise InvalidArgument(f"OPTIONS is {options!r}; it must be a dict.")
+    unknown = sorted(set(options) - KNOWN)
+    if unknown:
+        raise InvalidArgument(
+            f"OPTIONS has unknown key {unknown[0]!r}; allowed keys are {', '.join(sorted(KNOWN))}."
+        )
+    namespace = validate_name("OPTIONS['namespace']", options.get("namespace", "default"))
+    max_attempts = options.get("max_attempts", 1)
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise InvalidArgument(
+            f"OPTIONS['max_attempts'] is {max_attempts!r}; it must be a whole number >= 1."
+        )
+    topics = options.get("topics", {})
+    if not isinstance(topics, dict):
+        raise InvalidArgument(f"OPTIONS['topics'] is {topics!r}; it must be a dict of name: count.")
+    for name, count in topics.items():
+        validate_name("Topic name", name)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 4096:
+            raise InvalidArgument(
+                f"OPTIONS['topics'][{name!r}] is {count!r}; it must be a whole number "
+                "of partitions from 1 to 4096."
+            )
+    schedules = options.get("schedules", {})
+    if not isinstance(schedules, dict):
+        raise InvalidArgument(
+            f"OPTIONS['schedules'] is {schedules!r}; it must be a dict of identifier: definition."
+        )
+    database = options.get("database", "default")
+    if not isinstance(database, str) or not database:
+        raise InvalidArgument(f"OPTIONS['database'] is {database!r}; it must be a DATABASES alias.")
+    return BackendOptions(
+        namespace=namespace,
+        database=database,
+        lease_seconds=_number(options, "lease_seconds", 30.0, 1.0),
+        max_attempts=max_attempts,
+        backoff=backoff_module.resolve(
+            options.get("backoff", "exponential"), field="OPTIONS['backoff']"
+        ),
+        retention_seconds=_number(options, "retention_seconds", 7 * DAY, 0.0),
+        topics=dict(topics),
+        schedules=dict(schedules),
+    )
+
+
+def configured_namespaces() -> list[str]:
+    """Namespaces of the Later backend aliases in ``settings.TASKS``, in alias order."""
+    seen: list[str] = []
+    for params in getattr(settings, "TASKS", {}).values():
+        if params.get("BACKEND") == BACKEND_PATH:
+            namespace = params.get("OPTIONS", {}).get("namespace", "default")
+            if namespace not in seen:
+                seen.append(namespace)
+    return seen

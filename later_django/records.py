@@ -1,0 +1,158 @@
+"""The msgpack job record kept in ``later_storage`` under ``job:<id>``.
+
+The record holds what a job *is* (task, arguments, options) and what happened
+to it (attempts, errors, return value). Its current stage lives in
+``later_jobs_index``, the one row every stage change updates.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import msgpack
+from django.utils.json import normalize_json
+from ulid import ULID
+
+from .exceptions import PayloadDecodeError, SerializationError
+
+RECORD_VERSION = 1
+
+
+def new_job_id() -> str:
+    """A lower-case ULID: unique, and sortable by creation time."""
+    return str(ULID()).lower()
+
+
+def job_key(job_id: str) -> str:
+    return f"job:{job_id}"
+
+
+def to_micros(value: datetime | None) -> int | None:
+    if value is None:
+        return None
+    return int(value.timestamp() * 1_000_000)
+
+
+def from_micros(value: int | None) -> datetime | None:
+    if value is None:
+        return None
+    return datetime.fromtimestamp(value / 1_000_000, tz=UTC)
+
+
+@dataclass
+class Attempt:
+    worker_id: str
+    started_at: int
+    finished_at: int | None = None
+    outcome: str | None = None  # "success", "error", "timeout", "released", "lost"
+
+
+@dataclass
+class ErrorEntry:
+    exception_class_path: str
+    traceback: str
+    at: int
+    worker_id: str | None = None
+
+    @property
+    def at_datetime(self) -> datetime | None:
+        return from_micros(self.at)
+
+
+@dataclass
+class JobRecord:
+    id: str
+    task_path: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    queue_name: str
+    priority: int
+    backend: str
+    enqueued_at: int
+    run_after: int | None = None
+    max_attempts: int = 1
+    timeout: float | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    errors: list[ErrorEntry] = field(default_factory=list)
+    return_value: Any = None
+    finished_at: int | None = None
+    stage: str | None = None
+    parent_id: str | None = None
+    topic: str | None = None
+    partition_key: str | None = None
+    partition: int | None = None
+    sequence: int | None = None
+    cancel_reason: str | None = None
+    schedule: str | None = None
+
+    @property
+    def worker_ids(self) -> list[str]:
+        return [a.worker_id for a in self.attempts]
+
+    def encode(self) -> bytes:
+        data = asdict(self)
+        data["v"] = RECORD_VERSION
+        return pack(data, what=f"job {self.id}")
+
+    @classmethod
+    def decode(cls, raw: bytes, *, job_id: str = "?") -> JobRecord:
+        try:
+            data = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+            if not isinstance(data, dict):
+                raise TypeError(f"expected a map, got {type(data).__name__}")
+            data.pop("v", None)
+            data["attempts"] = [Attempt(**a) for a in data.get("attempts", [])]
+            data["errors"] = [ErrorEntry(**e) for e in data.get("errors", [])]
+            known = set(cls.__dataclass_fields__)
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except Exception as e:
+            raise PayloadDecodeError(
+                f"Stored record of job {job_id!r} cannot be decoded ({type(e).__name__}: {e}); "
+                "it must be a msgpack map written by later_django."
+            ) from e
+
+
+def pack(value: Any, *, what: str) -> bytes:
+    try:
+        return msgpack.packb(value, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise SerializationError(f"{what} cannot be stored as msgpack: {e}.") from e
+
+
+ALLOWED = "JSON values: None, bool, int, float, str, and lists and dicts (with str keys) of them"
+
+
+def check_value(value: Any, *, name: str, task_path: str) -> Any:
+    """Return ``value`` normalised as Django's TaskResult will hold it, or raise.
+
+    Task arguments must survive both JSON (Django's TaskResult normalises them)
+    and msgpack (the stored record); the error names the argument.
+    """
+    try:
+        normalized = normalize_json(value)
+        json.dumps(normalized, allow_nan=True)
+        msgpack.packb(normalized, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise SerializationError(
+            f"Argument {name} of task {task_path!r} is {_short(value)} of type "
+            f"{type(value).__name__}; task arguments must be {ALLOWED}."
+        ) from e
+    return normalized
+
+
+def check_arguments(task_path: str, args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
+    checked_args = [
+        check_value(v, name=f"#{i} (positional)", task_path=task_path) for i, v in enumerate(args)
+    ]
+    checked_kwargs = {}
+    for key, value in kwargs.items():
+        checked_kwargs[key] = check_value(value, name=f"{key!r}", task_path=task_path)
+    return checked_args, checked_kwargs
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,103 @@
+"""Build Django ``TaskResult`` objects from a job's record and index row."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db.models import Q
+from django.tasks import Task, TaskResult, TaskResultStatus
+from django.tasks.base import TaskError
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from .exceptions import LaterError
+from .models import JobIndexRow, StorageValue
+from .records import JobRecord, from_micros, job_key
+
+if TYPE_CHECKING:
+    from .backend import LaterBackend
+
+STATUS = {
+    "delayed": TaskResultStatus.READY,
+    "waiting": TaskResultStatus.READY,
+    "enqueued": TaskResultStatus.READY,
+    "requeued": TaskResultStatus.READY,
+    "running": TaskResultStatus.RUNNING,
+    "success": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED,
+    "cancelled": TaskResultStatus.FAILED,
+}
+
+
+def live(now: Any) -> Q:
+    return Q(date_expire__isnull=True) | Q(date_expire__gt=now)
+
+
+def load_record(namespace: str, job_id: str, *, using: str) -> tuple[JobIndexRow, JobRecord] | None:
+    """The index row and decoded record of an unexpired job, or None."""
+    now = timezone.now()
+    row = (
+        JobIndexRow.objects.using(using)
+        .filter(live(now), namespace=namespace, job_id=job_id)
+        .first()
+    )
+    if row is None:
+        return None
+    raw = (
+        StorageValue.objects.using(using)
+        .filter(live(now), namespace=namespace, key=job_key(job_id))
+        .values_list("value", flat=True)
+        .first()
+    )
+    if raw is None:
+        return None
+    return row, JobRecord.decode(bytes(raw), job_id=job_id)
+
+
+def resolve_task(task_path: str) -> Task:
+    try:
+        task = import_string(task_path)
+    except ImportError as e:
+        raise LaterError(
+            f"Task {task_path!r} cannot be imported ({e}); it must name a function decorated "
+            "with django.tasks.task."
+        ) from e
+    if not isinstance(task, Task):
+        raise LaterError(
+            f"Task {task_path!r} is a {type(task).__name__}, not a Task; decorate it with "
+            "django.tasks.task."
+        )
+    return task
+
+
+def build_result(backend: LaterBackend, row: JobIndexRow, record: JobRecord) -> TaskResult:
+    task = resolve_task(record.task_path)
+    task = task.using(queue_name=record.queue_name, priority=record.priority)
+    attempts = record.attempts
+    result = TaskResult(
+        task=task,
+        id=record.id,
+        status=STATUS[row.stage],
+        enqueued_at=from_micros(record.enqueued_at),
+        started_at=from_micros(attempts[0].started_at) if attempts else None,
+        last_attempted_at=from_micros(attempts[-1].started_at) if attempts else None,
+        finished_at=from_micros(record.finished_at),
+        args=record.args,
+        kwargs=record.kwargs,
+        backend=backend.alias,
+        errors=[
+            TaskError(exception_class_path=e.exception_class_path, traceback=e.traceback)
+            for e in record.errors
+        ],
+        worker_ids=record.worker_ids,
+    )
+    if row.stage == "success":
+        object.__setattr__(result, "_return_value", record.return_value)
+    return result
+
+
+def load_result(backend: LaterBackend, job_id: str) -> TaskResult | None:
+    found = load_record(backend.namespace, job_id, using=backend.database)
+    if found is None:
+        return None
+    return build_result(backend, *found)

@@ -1,0 +1,164 @@
+"""Running one claimed job's task function and turning what happened into an Outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import logging
+from dataclasses import replace
+from datetime import timedelta
+from inspect import iscoroutinefunction
+from traceback import format_exception
+from typing import TYPE_CHECKING, Any
+
+from django.db import close_old_connections
+from django.tasks import TaskContext, TaskResultStatus
+from django.tasks.signals import task_finished, task_started
+from django.utils import timezone
+
+from ..backoff import delay_seconds
+from ..exceptions import LaterError, TaskTimeout
+from ..records import ErrorEntry, JobRecord, check_value, to_micros
+from ..results import build_result, resolve_task
+from .claiming import LOST_ATTEMPTS_LIMIT, Claimed
+from .outcomes import FAILED, RETRY, SUCCESS, Outcome
+
+if TYPE_CHECKING:
+    from ..backend import LaterBackend
+
+logger = logging.getLogger(__name__)
+
+
+class _IndexRow:
+    """The few index-row fields build_result reads, for a job this worker is running."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+
+
+def error_entry(exc: BaseException, worker_id: str) -> ErrorEntry:
+    kind = type(exc)
+    return ErrorEntry(
+        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+        traceback="".join(format_exception(exc)),
+        at=to_micros(timezone.now()) or 0,
+        worker_id=worker_id,
+    )
+
+
+def failed_outcome(item: Claimed, exc: BaseException, worker_id: str) -> Outcome:
+    """An outcome that ends the job FAILED with ``exc`` recorded, without running it."""
+    record = item.record
+    if record is not None:
+        record.errors.append(error_entry(exc, worker_id))
+        if record.attempts:
+            record.attempts[-1].outcome = "error"
+            record.attempts[-1].finished_at = to_micros(timezone.now())
+    return Outcome(item.job_id, item.epoch, FAILED, record, timezone.now())
+
+
+def _call(task: Any, args: list[Any], kwargs: dict[str, Any], timeout: float | None) -> Any:
+    if not iscoroutinefunction(task.func):
+        thread = threading.current_thread()
+        thread.in_task = True  # type: ignore[attr-defined]
+        try:
+            return task.func(*args, **kwargs)
+        finally:
+            thread.in_task = False  # type: ignore[attr-defined]
+
+    async def bounded() -> Any:
+        return await asyncio.wait_for(task.func(*args, **kwargs), timeout)
+
+    try:
+        return asyncio.run(bounded())
+    except TimeoutError as e:
+        raise TaskTimeout(
+            f"Task {task.module_path!r} ran longer than its timeout of {timeout} seconds."
+        ) from e
+
+
+def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
+    """Run a claimed job and return its outcome; never raises for the task's own errors."""
+    record = item.record
+    if record is None:
+        assert item.decode_error is not None
+        return failed_outcome(item, item.decode_error, worker_id)
+    lost = sum(1 for a in record.attempts if a.outcome == "lost")
+    if lost >= LOST_ATTEMPTS_LIMIT:
+        return failed_outcome(
+            item,
+            LaterError(
+                f"Job {record.id!r} was abandoned by {lost} workers that stopped while running "
+                f"it; after {LOST_ATTEMPTS_LIMIT} such losses it is failed rather than retried."
+            ),
+            worker_id,
+        )
+    close_old_connections()
+    try:
+        try:
+            task = resolve_task(record.task_path)
+        except LaterError as e:
+            return failed_outcome(item, e, worker_id)
+        result = build_result(backend, _IndexRow("running"), record)  # type: ignore[arg-type]
+        task_started.send(sender=type(backend), task_result=result)
+        args = list(record.args)
+        if task.takes_context:
+            args.insert(0, TaskContext(task_result=result))
+        try:
+            value = _call(task, args, record.kwargs, record.timeout)
+            value = check_value(value, name="return value", task_path=record.task_path)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:
+            outcome = _failure(item, record, e, backend, worker_id, result)
+            object.__setattr__(
+                result,
+                "status",
+                TaskResultStatus.FAILED if outcome.kind == FAILED else TaskResultStatus.READY,
+            )
+            object.__setattr__(result, "finished_at", outcome.finished_at)
+            task_finished.send(sender=type(backend), task_result=result)
+            return outcome
+        finished = timezone.now()
+        record.return_value = value
+        record.attempts[-1].outcome = "success"
+        record.attempts[-1].finished_at = to_micros(finished)
+        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+        object.__setattr__(result, "finished_at", finished)
+        object.__setattr__(result, "_return_value", value)
+        task_finished.send(sender=type(backend), task_result=result)
+        return Outcome(item.job_id, item.epoch, SUCCESS, record, finished)
+    finally:
+        close_old_connections()
+
+
+def _failure(
+    item: Claimed,
+    record: JobRecord,
+    exc: BaseException,
+    backend: LaterBackend,
+    worker_id: str,
+    result: Any,
+) -> Outcome:
+    now = timezone.now()
+    record.errors.append(error_entry(exc, worker_id))
+    record.attempts[-1].outcome = "timeout" if isinstance(exc, TaskTimeout) else "error"
+    record.attempts[-1].finished_at = to_micros(now)
+    failures = sum(1 for a in record.attempts if a.outcome in ("error", "timeout"))
+    if failures < record.max_attempts:
+        try:
+            task = resolve_task(record.task_path)
+            delay = delay_seconds(backend.backoff_for(task), exc, replace(result))
+        except Exception:
+            logger.exception("backoff policy failed for job id=%s; not retrying", record.id)
+            delay = None
+        if delay is not None:
+            return Outcome(
+                item.job_id,
+                item.epoch,
+                RETRY,
+                record,
+                now,
+                retry_at=now + timedelta(seconds=delay),
+            )
+    return Outcome(item.job_id, item.epoch, FAILED, record, now)

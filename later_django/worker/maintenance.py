@@ -1,0 +1,144 @@
+"""Periodic duties every worker runs: promotion, sweeping, samples, counter repair.
+
+Each duty is safe to run from several workers at once: promotion and sweeping
+are idempotent, samples are upserts, and reconciliation holds a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from ..db import connection_for, from_db, is_postgres, placeholders, to_db, write_transaction
+from ..models import LIVE_STAGES
+
+logger = logging.getLogger(__name__)
+
+PROMOTE_BATCH = 500
+SAMPLE_RETENTION = timedelta(days=7)
+METRIC_RETENTION = timedelta(days=2)
+
+
+def promote_due(namespace: str, *, using: str, now: datetime | None = None) -> list[str]:
+    """Move delayed and requeued jobs whose time has come into the delivery queue."""
+    connection = connection_for(using)
+    now = now or timezone.now()
+    with write_transaction(using) as cursor:
+        cursor.execute(
+            "SELECT job_id, queue_name, priority, enqueued_at FROM later_jobs_index "
+            "WHERE namespace = %s AND stage IN ('delayed', 'requeued') AND run_at <= %s "
+            "AND topic IS NULL ORDER BY run_at LIMIT %s"
+            + (" FOR UPDATE SKIP LOCKED" if is_postgres(connection) else ""),
+            [namespace, to_db(connection, now), PROMOTE_BATCH],
+        )
+        due = cursor.fetchall()
+        if not due:
+            return []
+        ids = [row[0] for row in due]
+        cursor.executemany(
+            "INSERT INTO later_delivery_queue "
+            "(namespace, queue_name, job_id, priority, available_at, enqueued_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, job_id) DO NOTHING",
+            [
+                (namespace, queue, job_id, priority, to_db(connection, now), enqueued_at)
+                for job_id, queue, priority, enqueued_at in due
+            ],
+        )
+        cursor.execute(
+            "UPDATE later_jobs_index SET stage = 'enqueued', transitioned_at = %s, "
+            "revision = revision + 1 WHERE namespace = %s "
+            f"AND job_id IN ({placeholders(len(ids))}) AND stage IN ('delayed', 'requeued')",
+            [to_db(connection, now), namespace, *ids],
+        )
+    return ids
+
+
+def next_due(namespace: str, *, using: str) -> datetime | None:
+    """When the earliest delayed or requeued job becomes due, if any."""
+    with connection_for(using).cursor() as cursor:
+        cursor.execute(
+            "SELECT MIN(run_at) FROM later_jobs_index "
+            "WHERE namespace = %s AND stage IN ('delayed', 'requeued') AND topic IS NULL",
+            [namespace],
+        )
+        row = cursor.fetchone()
+    return from_db(row[0]) if row else None
+
+
+def sweep_jobs_index(namespace: str, *, limit: int, using: str) -> int:
+    """Delete at most ``limit`` expired index rows of finished jobs."""
+    connection = connection_for(using)
+    now = to_db(connection, timezone.now())
+    with write_transaction(using) as cursor:
+        cursor.execute(
+            "DELETE FROM later_jobs_index WHERE id IN (SELECT id FROM later_jobs_index "
+            "WHERE date_expire IS NOT NULL AND date_expire <= %s AND namespace = %s "
+            "ORDER BY date_expire LIMIT %s)",
+            [now, namespace, limit],
+        )
+        return cursor.rowcount
+
+
+def trim_metrics(namespace: str, *, using: str) -> None:
+    """Drop metric buckets and queue samples older than anything the dashboard shows."""
+    connection = connection_for(using)
+    now = timezone.now()
+    with write_transaction(using) as cursor:
+        for table in ("later_job_transition_metrics", "later_job_wait_metrics"):
+            cursor.execute(
+                f"DELETE FROM {table} WHERE namespace = %s AND bucket < %s",
+                [namespace, to_db(connection, now - METRIC_RETENTION)],
+            )
+        cursor.execute(
+            "DELETE FROM later_queue_sample WHERE namespace = %s AND minute < %s",
+            [namespace, to_db(connection, now - SAMPLE_RETENTION)],
+        )
+
+
+def record_queue_sample(namespace: str, *, using: str, now: datetime | None = None) -> None:
+    """Store the queue length for the current minute (replacing an earlier reading of it)."""
+    connection = connection_for(using)
+    now = now or timezone.now()
+    with write_transaction(using) as cursor:
+        cursor.execute(
+            "SELECT count FROM later_stage_counts WHERE namespace = %s AND stage = 'enqueued'",
+            [namespace],
+        )
+        row = cursor.fetchone()
+        queued = row[0] if row else 0
+        cursor.execute("SELECT COUNT(*) FROM later_partition_job WHERE namespace = %s", [namespace])
+        partitioned = cursor.fetchone()[0]
+        cursor.execute(
+            "INSERT INTO later_queue_sample (namespace, minute, queued, partitioned) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, minute) DO UPDATE SET "
+            "queued = excluded.queued, partitioned = excluded.partitioned",
+            [
+                namespace,
+                to_db(connection, now.replace(second=0, microsecond=0)),
+                queued,
+                partitioned,
+            ],
+        )
+
+
+def reconcile_stage_counts(namespace: str, *, using: str) -> dict[str, int]:
+    """Recount every stage from the index and replace the counters; return the counts."""
+    connection = connection_for(using)
+    with write_transaction(using) as cursor:
+        if is_postgres(connection):
+            cursor.execute("LOCK TABLE later_stage_counts IN SHARE ROW EXCLUSIVE MODE")
+            cursor.execute("LOCK TABLE later_jobs_index IN SHARE MODE")
+        cursor.execute(
+            "SELECT stage, COUNT(*) FROM later_jobs_index WHERE namespace = %s GROUP BY stage",
+            [namespace],
+        )
+        counts = dict(cursor.fetchall())
+        stages = sorted(set(counts) | set(LIVE_STAGES) | {"success", "failed", "cancelled"})
+        cursor.executemany(
+            "INSERT INTO later_stage_counts (namespace, stage, count) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, stage) DO UPDATE SET count = excluded.count",
+            [(namespace, stage, counts.get(stage, 0)) for stage in stages],
+        )
+    return counts

@@ -1,0 +1,156 @@
+"""A worker's background threads: lease renewal with heartbeats, and maintenance duties.
+
+Both are safe to stop twice or before they start. A duty that fails is logged
+and tried again at its next turn; it never stops the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from django.db import connection as thread_connection
+
+from ..conf import later_settings
+from ..db import retrying
+from . import leases, maintenance
+
+if TYPE_CHECKING:
+    from .runner import Worker
+
+logger = logging.getLogger(__name__)
+
+RECONCILE_INTERVAL = 3600.0
+METRICS_INTERVAL = 1.0
+
+
+class Periodic(threading.Thread):
+    """Runs ``tick`` every ``interval`` seconds until stopped."""
+
+    def __init__(self, name: str, interval: Callable[[], float], tick: Callable[[], None]) -> None:
+        super().__init__(name=name, daemon=True)
+        self.interval = interval
+        self.tick = tick
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                try:
+                    self.tick()
+                except Exception:
+                    logger.exception("%s failed; trying again in %ss", self.name, self.interval())
+                self.stopping.wait(self.interval())
+        finally:
+            thread_connection.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.is_alive():
+            self.join(timeout=10)
+
+
+class Services:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.threads: list[Periodic] = []
+        self.last: dict[str, float] = {}
+
+    def start(self) -> None:
+        if self.threads:
+            return
+        self.threads = [
+            Periodic("later-heartbeat", lambda: later_settings.heartbeat_interval, self.heartbeat),
+            Periodic(
+                "later-maintenance", lambda: min(later_settings.poll_interval, 1.0), self.duties
+            ),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def stop(self) -> None:
+        for thread in self.threads:
+            thread.stop()
+        if self.threads:
+            try:
+                leases.retire(self.worker.namespace, self.worker.id, using=self.worker.using)
+            except Exception:
+                logger.exception(
+                    "could not remove the heartbeat row of worker id=%s", self.worker.id
+                )
+            finally:
+                thread_connection.close()
+        self.threads = []
+
+    def heartbeat(self) -> None:
+        w = self.worker
+        retrying(
+            lambda: leases.renew(
+                w.namespace, w.id, lease_seconds=w.backend.later.lease_seconds, using=w.using
+            ),
+            what="lease renewal",
+        )
+        retrying(
+            lambda: leases.heartbeat(
+                w.namespace,
+                w.id,
+                queues=w.config.queues or [],
+                concurrency=w.config.concurrency,
+                started=w.started_at,
+                using=w.using,
+            ),
+            what="heartbeat",
+        )
+
+    def due(self, name: str, interval: float) -> bool:
+        now = time.monotonic()
+        if now - self.last.get(name, -1e18) < interval:
+            return False
+        self.last[name] = now
+        return True
+
+    def duties(self) -> None:
+        w = self.worker
+        ns, using = w.namespace, w.using
+        if retrying(lambda: maintenance.promote_due(ns, using=using), what="promotion"):
+            w.wake.set()
+        if self.due("metrics", METRICS_INTERVAL):
+            w.metrics.flush(ns, using=using)
+        if self.due("sample", 60.0):
+            retrying(lambda: maintenance.record_queue_sample(ns, using=using), what="queue sample")
+        if self.due("reconcile", RECONCILE_INTERVAL):
+            counts = retrying(
+                lambda: maintenance.reconcile_stage_counts(ns, using=using), what="reconcile"
+            )
+            logger.debug("stage counts reconciled namespace=%s counts=%s", ns, counts)
+        if self.due("sweep", later_settings.sweep_interval):
+            self.sweep()
+        interval = later_settings.vacuum_interval
+        if interval is not None and self.due("vacuum", interval):
+            from ..storage import Storage
+
+            Storage(ns, using=using).vacuum()
+
+    def sweep(self) -> None:
+        from ..storage import Storage
+
+        w = self.worker
+        storage = Storage(w.namespace, using=w.using)
+        batch = later_settings.sweep_batch
+        removed = 0
+        for _ in range(10):  # bounded work per turn; the next turn goes on
+            n = retrying(lambda: storage.sweep_expired(batch), what="sweep")
+            n += retrying(
+                lambda: maintenance.sweep_jobs_index(w.namespace, limit=batch, using=w.using),
+                what="sweep index",
+            )
+            removed += n
+            if n < batch:
+                break
+        maintenance.trim_metrics(w.namespace, using=w.using)
+        storage.checkpoint_wal()
+        if removed:
+            logger.info("swept expired rows namespace=%s removed=%s", w.namespace, removed)
