@@ -26,15 +26,20 @@ from .results import load_result
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LaterTask(Task):
-    """A Django Task with Later's options: retries, backoff and a timeout.
+    """A Django Task with Later's options: retries, backoff, timeout, topic and parent.
 
     ``max_attempts`` counts the first attempt; ``None`` takes the backend
-    alias's default, as does ``backoff``.
+    alias's default, as does ``backoff``. ``topic`` marks an ordered task whose
+    enqueues must name a ``partition_key``; ``after`` (set through ``using``) is
+    the id of the job this one continues.
     """
 
     max_attempts: int | None = None
     backoff: Any = None
     timeout: float | None = None
+    topic: str | None = None
+    partition_key: str | None = None
+    after: str | None = None
 
     def using(
         self,
@@ -43,8 +48,15 @@ class LaterTask(Task):
         queue_name: str | None = None,
         run_after: datetime | timedelta | None = None,
         backend: str | None = None,
+        partition_key: str | None = None,
+        after: TaskResult | str | None = None,
     ) -> LaterTask:
-        """Return a copy with changed defaults; ``run_after`` may be a timedelta from now."""
+        """Return a copy with changed defaults; ``run_after`` may be a timedelta from now.
+
+        ``partition_key`` picks the partition of an ordered (topic) task;
+        ``after`` makes the job a continuation of a parent job (a TaskResult
+        or a job id): it runs only once the parent has succeeded.
+        """
         if isinstance(run_after, timedelta):
             run_after = timezone.now() + run_after
         changes: dict[str, Any] = {}
@@ -56,6 +68,10 @@ class LaterTask(Task):
             changes["run_after"] = run_after
         if backend is not None:
             changes["backend"] = backend
+        if partition_key is not None:
+            changes["partition_key"] = partition_key
+        if after is not None:
+            changes["after"] = after.id if isinstance(after, TaskResult) else after
         return replace(self, **changes)
 
     def enqueue_many(
