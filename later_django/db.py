@@ -72,7 +72,9 @@ def write_transaction(using: str) -> Iterator[Any]:
     """
     connection = connection_for(using)
     outermost = not connection.in_atomic_block
-    with transaction.atomic(using=using), connection.cursor() as cursor:
+    # Inside the caller's transaction no savepoint is needed: a failed statement
+    # fails the caller's block anyway, and a savepoint costs two round trips.
+    with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
         if outermost and connection.vendor == "sqlite":
             cursor.execute("UPDATE later_stage_counts SET count = count WHERE 0")
         yield cursor

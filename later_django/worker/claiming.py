@@ -1,16 +1,20 @@
 """Claiming commands from the delivery queue, in one short transaction.
 
 When at least ``BATCH`` commands are ready a worker takes up to ``BATCH`` (as
-many as it has free slots) in one statement; otherwise it takes one, so that a
-newly started worker can share a short queue. PostgreSQL skips rows other
-workers hold (``FOR UPDATE SKIP LOCKED``); SQLite serialises writers.
+many as it has room for) at once; otherwise it takes one, so that a newly
+started worker can share a short queue. On PostgreSQL the whole claim — lease
+the commands (``FOR UPDATE SKIP LOCKED``), read their records, take their
+execution leases, mark their index rows running — is one statement, run in
+autocommit. SQLite serialises writers, so there it is a few statements in one
+write transaction.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.utils import timezone
 
@@ -32,12 +36,13 @@ class Claimed:
     available_at: datetime
     record: JobRecord | None
     decode_error: PayloadDecodeError | None = None
+    claimed_at: datetime = field(default_factory=timezone.now)
 
 
 PG_CLAIM = """
 WITH picked AS (
     SELECT id, priority, available_at FROM later_delivery_queue
-    WHERE namespace = %s AND available_at <= %s {queue_filter}
+    WHERE namespace = %(ns)s AND available_at <= %(now)s {queue_filter}
     ORDER BY priority DESC, available_at, id
     LIMIT {batch} FOR UPDATE SKIP LOCKED
 ), ranked AS (
@@ -45,16 +50,54 @@ WITH picked AS (
            row_number() OVER (ORDER BY priority DESC, available_at, id) AS position,
            count(*) OVER () AS ready
     FROM picked
+), claimed AS (
+    UPDATE later_delivery_queue AS q
+    SET lease_owner = %(owner)s, available_at = %(expires)s
+    FROM ranked
+    WHERE q.id = ranked.id
+      AND ranked.position <= CASE WHEN ranked.ready >= {batch} THEN %(room)s ELSE 1 END
+    RETURNING q.job_id, q.enqueued_at, ranked.available_at AS ready_at
+), previous AS (
+    SELECT job_id, owner FROM later_job_execution
+    WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
+), leased AS (
+    INSERT INTO later_job_execution (namespace, job_id, owner, epoch, started_at, lease_expires_at)
+    SELECT %(ns)s, job_id, %(owner)s, 1, %(now)s, %(expires)s FROM claimed
+    ON CONFLICT (namespace, job_id) DO UPDATE SET
+        owner = excluded.owner, epoch = later_job_execution.epoch + 1,
+        started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at
+    RETURNING job_id, epoch
+), marked AS (
+    UPDATE later_jobs_index SET stage = 'running', attempts = attempts + 1,
+        started_at = %(now)s, transitioned_at = %(now)s, worker_id = %(owner)s,
+        revision = revision + 1
+    WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
 )
-UPDATE later_delivery_queue AS q
-SET lease_owner = %s, available_at = %s
-FROM ranked
-WHERE q.id = ranked.id AND ranked.position <= CASE WHEN ranked.ready >= {batch} THEN %s ELSE 1 END
-RETURNING q.job_id, q.enqueued_at, ranked.available_at
+SELECT c.job_id, c.enqueued_at, c.ready_at, l.epoch, p.owner, s.value
+FROM claimed AS c
+JOIN leased AS l ON l.job_id = c.job_id
+LEFT JOIN previous AS p ON p.job_id = c.job_id
+LEFT JOIN later_storage AS s ON s.namespace = %(ns)s AND s.key = 'job:' || c.job_id
 """
 
 
-def _pick_sqlite(cursor, namespace, queues, now, owner, expires, free, connection):
+def _claim_postgres(cursor: Any, namespace, owner, queues, now, expires, room) -> list[tuple]:
+    queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
+    cursor.execute(
+        PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH),
+        {
+            "ns": namespace,
+            "now": now,
+            "queues": list(queues or ()),
+            "owner": owner,
+            "expires": expires,
+            "room": min(room, BATCH),
+        },
+    )
+    return cursor.fetchall()
+
+
+def _claim_sqlite(cursor: Any, connection, namespace, owner, queues, now, expires, room):
     queue_filter = ""
     params: list[object] = [namespace, to_db(connection, now)]
     if queues:
@@ -67,15 +110,64 @@ def _pick_sqlite(cursor, namespace, queues, now, owner, expires, free, connectio
         params,
     )
     rows = cursor.fetchall()
-    take = rows[: min(free, BATCH)] if len(rows) >= BATCH else rows[:1]
+    take = rows[: min(room, BATCH)] if len(rows) >= BATCH else rows[:1]
     if not take:
         return []
+    ids = [r[1] for r in take]
+    marks = placeholders(len(ids))
     cursor.execute(
         "UPDATE later_delivery_queue SET lease_owner = %s, available_at = %s "
         f"WHERE id IN ({placeholders(len(take))})",
         [owner, to_db(connection, expires), *[r[0] for r in take]],
     )
-    return [(r[1], r[2], r[3]) for r in take]
+    cursor.execute(
+        "SELECT job_id, owner FROM later_job_execution "
+        f"WHERE namespace = %s AND job_id IN ({marks})",
+        [namespace, *ids],
+    )
+    previous = dict(cursor.fetchall())
+    values = ", ".join(["(%s, %s, %s, 1, %s, %s)"] * len(ids))
+    lease_params: list[object] = []
+    for job_id in ids:
+        lease_params += [
+            namespace,
+            job_id,
+            owner,
+            to_db(connection, now),
+            to_db(connection, expires),
+        ]
+    cursor.execute(
+        "INSERT INTO later_job_execution "
+        "(namespace, job_id, owner, epoch, started_at, lease_expires_at) "
+        f"VALUES {values} ON CONFLICT (namespace, job_id) DO UPDATE SET "
+        "owner = excluded.owner, epoch = later_job_execution.epoch + 1, "
+        "started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at "
+        "RETURNING job_id, epoch",
+        lease_params,
+    )
+    epochs = dict(cursor.fetchall())
+    cursor.execute(
+        "UPDATE later_jobs_index SET stage = 'running', attempts = attempts + 1, "
+        "started_at = %s, transitioned_at = %s, worker_id = %s, revision = revision + 1 "
+        f"WHERE namespace = %s AND job_id IN ({marks})",
+        [to_db(connection, now), to_db(connection, now), owner, namespace, *ids],
+    )
+    cursor.execute(
+        f"SELECT key, value FROM later_storage WHERE namespace = %s AND key IN ({marks})",
+        [namespace, *[job_key(i) for i in ids]],
+    )
+    values_by_id = {key[4:]: value for key, value in cursor.fetchall()}
+    return [
+        (
+            job_id,
+            enqueued_at,
+            ready_at,
+            epochs[job_id],
+            previous.get(job_id),
+            values_by_id.get(job_id),
+        )
+        for _, job_id, enqueued_at, ready_at in take
+    ]
 
 
 def claim(
@@ -87,87 +179,82 @@ def claim(
     lease_seconds: float,
     using: str,
 ) -> list[Claimed]:
-    """Lease up to ``free`` ready commands to ``owner`` and mark their jobs running."""
+    """Lease up to ``free`` ready commands to ``owner`` and mark their jobs running.
+
+    The attempt is added to each record in memory only; it is stored with the
+    outcome. A job taken over from a worker that stopped responding gets that
+    worker's attempt recorded as "lost" here, since nobody else will.
+    """
     if free < 1:
         return []
     connection = connection_for(using)
     now = timezone.now()
     expires = now + timedelta(seconds=lease_seconds)
-    with write_transaction(using) as cursor:
-        if is_postgres(connection):
-            queue_filter = "AND queue_name = ANY(%s)" if queues else ""
-            params: list[object] = [namespace, now]
-            if queues:
-                params.append(list(queues))
-            params += [owner, expires, min(free, BATCH)]
-            cursor.execute(PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH), params)
-            picked = cursor.fetchall()
-        else:
-            picked = _pick_sqlite(cursor, namespace, queues, now, owner, expires, free, connection)
-        if not picked:
-            return []
-        ids = [p[0] for p in picked]
-        cursor.execute(
-            "SELECT key, value FROM later_storage "
-            f"WHERE namespace = %s AND key IN ({placeholders(len(ids))})",
-            [namespace, *[job_key(i) for i in ids]],
-        )
-        raw = {key[4:]: bytes(value) for key, value in cursor.fetchall()}
-        epochs = _take_execution_leases(cursor, connection, namespace, owner, ids, now, expires)
-        claimed: list[Claimed] = []
-        updates = []
-        for job_id, enqueued_at, available_at in picked:
-            item = Claimed(
-                job_id=job_id,
-                epoch=epochs[job_id],
-                enqueued_at=from_db(enqueued_at) or now,
-                available_at=from_db(available_at) or now,
-                record=None,
-            )
-            if job_id not in raw:
-                item.decode_error = PayloadDecodeError(
-                    f"Job {job_id!r} has a queue command but no stored record; it must have "
-                    "been deleted while queued."
-                )
+    if is_postgres(connection) and not connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            rows = _claim_postgres(cursor, namespace, owner, queues, now, expires, free)
+    else:
+        with write_transaction(using) as cursor:
+            if is_postgres(connection):
+                rows = _claim_postgres(cursor, namespace, owner, queues, now, expires, free)
             else:
-                try:
-                    record = JobRecord.decode(raw[job_id], job_id=job_id)
-                except PayloadDecodeError as e:
-                    item.decode_error = e
-                else:
-                    for attempt in record.attempts:
-                        if attempt.outcome is None:
-                            attempt.outcome = "lost"
-                            attempt.finished_at = to_micros(now)
-                    record.attempts.append(Attempt(worker_id=owner, started_at=to_micros(now) or 0))
-                    item.record = record
-                    updates.append((record.encode(), namespace, job_key(job_id)))
-            claimed.append(item)
-        if updates:
-            cursor.executemany(
-                "UPDATE later_storage SET value = %s WHERE namespace = %s AND key = %s", updates
-            )
-        cursor.execute(
-            "UPDATE later_jobs_index SET stage = 'running', attempts = attempts + 1, "
-            "started_at = %s, transitioned_at = %s, worker_id = %s, revision = revision + 1 "
-            f"WHERE namespace = %s AND job_id IN ({placeholders(len(ids))})",
-            [to_db(connection, now), to_db(connection, now), owner, namespace, *ids],
-        )
+                rows = _claim_sqlite(
+                    cursor, connection, namespace, owner, queues, now, expires, free
+                )
+    claimed = [_decode(row, owner, now) for row in rows]
+    lost = [c for c in claimed if c.record is not None and c.record.attempts and c.epoch > 1]
+    if lost:
+        _store_lost_attempts(namespace, lost, using)
     return claimed
 
 
-def _take_execution_leases(cursor, connection, namespace, owner, ids, now, expires):
-    values = ", ".join(["(%s, %s, %s, 1, %s, %s)"] * len(ids))
-    params: list[object] = []
-    for job_id in ids:
-        params += [namespace, job_id, owner, to_db(connection, now), to_db(connection, expires)]
-    cursor.execute(
-        "INSERT INTO later_job_execution "
-        "(namespace, job_id, owner, epoch, started_at, lease_expires_at) "
-        f"VALUES {values} ON CONFLICT (namespace, job_id) DO UPDATE SET "
-        "owner = excluded.owner, epoch = later_job_execution.epoch + 1, "
-        "started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at "
-        "RETURNING job_id, epoch",
-        params,
+def _decode(row: tuple, owner: str, now: datetime) -> Claimed:
+    job_id, enqueued_at, ready_at, epoch, previous_owner, raw = row
+    item = Claimed(
+        job_id=job_id,
+        epoch=epoch,
+        enqueued_at=from_db(enqueued_at) or now,
+        available_at=from_db(ready_at) or now,
+        record=None,
+        claimed_at=now,
     )
-    return dict(cursor.fetchall())
+    if raw is None:
+        item.decode_error = PayloadDecodeError(
+            f"Job {job_id!r} has a queue command but no stored record; it must have been "
+            "deleted while queued."
+        )
+        return item
+    try:
+        record = JobRecord.decode(bytes(raw), job_id=job_id)
+    except PayloadDecodeError as e:
+        item.decode_error = e
+        return item
+    if previous_owner is not None:
+        # The execution lease was still there: its holder stopped without an outcome.
+        record.attempts.append(
+            Attempt(
+                worker_id=previous_owner,
+                started_at=to_micros(now) or 0,
+                outcome="lost",
+                finished_at=to_micros(now),
+            )
+        )
+    record.attempts.append(Attempt(worker_id=owner, started_at=to_micros(now) or 0))
+    item.record = record
+    return item
+
+
+def _store_lost_attempts(namespace: str, lost: list[Claimed], using: str) -> None:
+    """Write records that gained a "lost" attempt, so the loss is kept even if this worker
+    dies too (the running attempt is left out: it is stored with the outcome)."""
+    rows = []
+    for item in lost:
+        assert item.record is not None
+        record = item.record
+        current = record.attempts.pop()
+        rows.append((record.encode(), namespace, job_key(item.job_id)))
+        record.attempts.append(current)
+    with write_transaction(using) as cursor:
+        cursor.executemany(
+            "UPDATE later_storage SET value = %s WHERE namespace = %s AND key = %s", rows
+        )

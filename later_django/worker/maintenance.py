@@ -128,7 +128,8 @@ def reconcile_stage_counts(namespace: str, *, using: str) -> dict[str, int]:
     connection = connection_for(using)
     with write_transaction(using) as cursor:
         if is_postgres(connection):
-            cursor.execute("LOCK TABLE later_stage_counts IN SHARE ROW EXCLUSIVE MODE")
+            # Blocks every writer of the index (and so every counter trigger) until the
+            # recount commits; locking only this table keeps the order writers use.
             cursor.execute("LOCK TABLE later_jobs_index IN SHARE MODE")
         cursor.execute(
             "SELECT stage, COUNT(*) FROM later_jobs_index WHERE namespace = %s GROUP BY stage",

@@ -3,7 +3,8 @@
 One transaction per batch: first the execution leases this worker still holds
 are deleted (owner and epoch must match, so a worker whose lease was taken over
 writes nothing for that job), then the records, index rows and queue commands
-of the jobs it still held are updated together.
+of the jobs it still held are updated together. On PostgreSQL all of that is
+one statement over arrays.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from ..db import connection_for, placeholders, to_db, write_transaction
+from .. import continuations
+from ..db import connection_for, is_postgres, placeholders, to_db, write_transaction
 from ..records import JobRecord, job_key, to_micros
 
 logger = logging.getLogger(__name__)
@@ -33,6 +35,54 @@ class Outcome:
     transitions: list[str] = field(default_factory=list)
 
 
+PG_OUTCOMES = """
+WITH v AS (
+    SELECT * FROM unnest(
+        %(job_ids)s::text[], %(epochs)s::bigint[], %(stages)s::text[], %(values)s::bytea[],
+        %(finished)s::timestamptz[], %(run_at)s::timestamptz[], %(expire)s::timestamptz[],
+        %(attempts)s::int[]
+    ) AS t(job_id, epoch, stage, value, finished_at, run_at, date_expire, attempts_delta)
+), fenced AS (
+    DELETE FROM later_job_execution AS e USING v
+    WHERE e.namespace = %(ns)s AND e.owner = %(owner)s AND e.job_id = v.job_id
+      AND e.epoch = v.epoch
+    RETURNING e.job_id
+), held AS (
+    SELECT v.* FROM v JOIN fenced USING (job_id)
+), stored AS (
+    UPDATE later_storage AS s SET value = held.value, date_expire = held.date_expire
+    FROM held
+    WHERE s.namespace = %(ns)s AND s.key = 'job:' || held.job_id AND held.value IS NOT NULL
+), indexed AS (
+    UPDATE later_jobs_index AS i SET stage = held.stage, finished_at = held.finished_at,
+        transitioned_at = %(now)s, run_at = held.run_at, date_expire = held.date_expire,
+        attempts = i.attempts + held.attempts_delta, revision = i.revision + 1
+    FROM held
+    WHERE i.namespace = %(ns)s AND i.job_id = held.job_id
+), dequeued AS (
+    DELETE FROM later_delivery_queue AS d USING held
+    WHERE d.namespace = %(ns)s AND d.job_id = held.job_id AND held.stage <> 'enqueued'
+), requeued AS (
+    UPDATE later_delivery_queue AS d SET lease_owner = NULL, available_at = %(now)s
+    FROM held
+    WHERE d.namespace = %(ns)s AND d.job_id = held.job_id AND held.stage = 'enqueued'
+    RETURNING d.job_id
+), woken AS (
+    SELECT pg_notify('later_delivery', %(ns)s) FROM (SELECT 1 FROM requeued LIMIT 1) AS any_requeued
+)
+SELECT job_id, (SELECT COUNT(*) FROM woken) FROM fenced
+"""
+
+
+def _plan(outcome: Outcome, now: datetime) -> tuple[str, datetime | None, bool]:
+    """The stage an outcome moves its job to, its next run time, and whether it is final."""
+    if outcome.kind == RETRY and outcome.retry_at is not None and outcome.retry_at > now:
+        return "requeued", outcome.retry_at, False
+    if outcome.kind in (RETRY, RELEASE):
+        return "enqueued", now, False
+    return ("success" if outcome.kind == SUCCESS else "failed"), None, True
+
+
 def record_outcomes(
     namespace: str,
     owner: str,
@@ -47,89 +97,115 @@ def record_outcomes(
     connection = connection_for(using)
     now = timezone.now()
     expire_at = now + timedelta(seconds=retention_seconds)
+    plans = []
+    for o in outcomes:
+        stage, run_at, terminal = _plan(o, now)
+        if o.record is not None:
+            o.record.stage = stage
+            if terminal:
+                o.record.finished_at = to_micros(o.finished_at)
+        plans.append((o, stage, run_at, terminal))
     with write_transaction(using) as cursor:
-        tokens = [f"{o.job_id}:{o.epoch}" for o in outcomes]
-        cursor.execute(
-            "DELETE FROM later_job_execution WHERE namespace = %s AND owner = %s "
-            f"AND job_id || ':' || epoch IN ({placeholders(len(tokens))}) RETURNING job_id",
-            [namespace, owner, *tokens],
+        if is_postgres(connection):
+            cursor.execute(
+                PG_OUTCOMES,
+                {
+                    "ns": namespace,
+                    "owner": owner,
+                    "now": now,
+                    "job_ids": [o.job_id for o, *_ in plans],
+                    "epochs": [o.epoch for o, *_ in plans],
+                    "stages": [stage for _, stage, _, _ in plans],
+                    "values": [o.record.encode() if o.record else None for o, *_ in plans],
+                    "finished": [o.finished_at if t else None for o, _, _, t in plans],
+                    "run_at": [run_at for _, _, run_at, _ in plans],
+                    "expire": [expire_at if t else None for *_, t in plans],
+                    "attempts": [-1 if o.kind == RELEASE else 0 for o, *_ in plans],
+                },
+            )
+            held = {row[0] for row in cursor.fetchall()}
+        else:
+            held = _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at)
+        # Children are released or cancelled in the same transaction as their parents end.
+        continuations.settle(
+            cursor,
+            namespace,
+            succeeded=[
+                o.job_id for o, stage, _, _ in plans if o.job_id in held and stage == "success"
+            ],
+            failed=[o.job_id for o, stage, _, _ in plans if o.job_id in held and stage == "failed"],
+            now=now,
+            expire_at=expire_at,
         )
-        held = {row[0] for row in cursor.fetchall()}
-        written = [o for o in outcomes if o.job_id in held]
-        for o in outcomes:
-            if o.job_id not in held:
-                logger.warning(
-                    "fenced: lease of job id=%s epoch=%s was taken over; outcome %s not stored",
-                    o.job_id,
-                    o.epoch,
-                    o.kind,
-                )
-        if not written:
-            return []
-        record_rows = []
-        index_rows = []
-        delete_queue = []
-        reset_queue = []
-        for o in written:
-            terminal = o.kind in (SUCCESS, FAILED)
-            if o.kind == RETRY and o.retry_at is not None and o.retry_at > now:
-                stage, run_at = "requeued", o.retry_at
-                delete_queue.append(o.job_id)
-            elif o.kind in (RETRY, RELEASE):
-                stage, run_at = "enqueued", now
-                reset_queue.append(o.job_id)
-            else:
-                stage, run_at = ("success" if o.kind == SUCCESS else "failed"), None
-                delete_queue.append(o.job_id)
+    written = []
+    for o, stage, _, _ in plans:
+        if o.job_id in held:
             o.transitions.append(stage)
-            if o.record is not None:
-                o.record.stage = stage
-                if terminal:
-                    o.record.finished_at = to_micros(o.finished_at)
-                record_rows.append(
-                    (
-                        o.record.encode(),
-                        to_db(connection, expire_at) if terminal else None,
-                        namespace,
-                        job_key(o.job_id),
-                    )
-                )
-            index_rows.append(
-                (
-                    stage,
-                    to_db(connection, o.finished_at) if terminal else None,
-                    to_db(connection, now),
-                    to_db(connection, run_at),
-                    to_db(connection, expire_at) if terminal else None,
-                    -1 if o.kind == RELEASE else 0,
-                    namespace,
-                    o.job_id,
-                )
+            written.append(o)
+        else:
+            logger.warning(
+                "fenced: lease of job id=%s epoch=%s was taken over; outcome %s not stored",
+                o.job_id,
+                o.epoch,
+                o.kind,
             )
-        if record_rows:
-            cursor.executemany(
-                "UPDATE later_storage SET value = %s, date_expire = %s "
-                "WHERE namespace = %s AND key = %s",
-                record_rows,
-            )
-        cursor.executemany(
-            "UPDATE later_jobs_index SET stage = %s, finished_at = %s, transitioned_at = %s, "
-            "run_at = %s, date_expire = %s, attempts = attempts + %s, revision = revision + 1 "
-            "WHERE namespace = %s AND job_id = %s",
-            index_rows,
-        )
-        if delete_queue:
-            cursor.execute(
-                "DELETE FROM later_delivery_queue WHERE namespace = %s "
-                f"AND job_id IN ({placeholders(len(delete_queue))})",
-                [namespace, *delete_queue],
-            )
-        if reset_queue:
-            cursor.execute(
-                "UPDATE later_delivery_queue SET lease_owner = NULL, available_at = %s "
-                f"WHERE namespace = %s AND job_id IN ({placeholders(len(reset_queue))})",
-                [to_db(connection, now), namespace, *reset_queue],
-            )
-            if connection.vendor == "postgresql":
-                cursor.execute("SELECT pg_notify('later_delivery', %s)", [namespace])
     return written
+
+
+def _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at) -> set[str]:
+    tokens = [f"{o.job_id}:{o.epoch}" for o, *_ in plans]
+    cursor.execute(
+        "DELETE FROM later_job_execution WHERE namespace = %s AND owner = %s "
+        f"AND job_id || ':' || epoch IN ({placeholders(len(tokens))}) RETURNING job_id",
+        [namespace, owner, *tokens],
+    )
+    held = {row[0] for row in cursor.fetchall()}
+    plans = [p for p in plans if p[0].job_id in held]
+    if not plans:
+        return held
+    cursor.executemany(
+        "UPDATE later_storage SET value = %s, date_expire = %s WHERE namespace = %s AND key = %s",
+        [
+            (
+                o.record.encode(),
+                to_db(connection, expire_at) if t else None,
+                namespace,
+                job_key(o.job_id),
+            )
+            for o, _, _, t in plans
+            if o.record is not None
+        ],
+    )
+    cursor.executemany(
+        "UPDATE later_jobs_index SET stage = %s, finished_at = %s, transitioned_at = %s, "
+        "run_at = %s, date_expire = %s, attempts = attempts + %s, revision = revision + 1 "
+        "WHERE namespace = %s AND job_id = %s",
+        [
+            (
+                stage,
+                to_db(connection, o.finished_at) if t else None,
+                to_db(connection, now),
+                to_db(connection, run_at),
+                to_db(connection, expire_at) if t else None,
+                -1 if o.kind == RELEASE else 0,
+                namespace,
+                o.job_id,
+            )
+            for o, stage, run_at, t in plans
+        ],
+    )
+    gone = [o.job_id for o, stage, _, _ in plans if stage != "enqueued"]
+    back = [o.job_id for o, stage, _, _ in plans if stage == "enqueued"]
+    if gone:
+        cursor.execute(
+            f"DELETE FROM later_delivery_queue WHERE namespace = %s "
+            f"AND job_id IN ({placeholders(len(gone))})",
+            [namespace, *gone],
+        )
+    if back:
+        cursor.execute(
+            "UPDATE later_delivery_queue SET lease_owner = NULL, available_at = %s "
+            f"WHERE namespace = %s AND job_id IN ({placeholders(len(back))})",
+            [to_db(connection, now), namespace, *back],
+        )
+    return held

@@ -21,7 +21,7 @@ from ..backend import LaterBackend
 from ..conf import later_settings
 from ..db import retrying
 from ..exceptions import InterruptedByTimeout, LaterError
-from .claiming import Claimed, claim
+from .claiming import BATCH, Claimed, claim
 from .executing import execute, failed_outcome
 from .metrics import MetricsBatch
 from .outcomes import FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
@@ -86,6 +86,7 @@ class Worker:
         self.signals = 0
         self.drain_deadline = 0.0
         self.started_at = timezone.now()
+        self.capacity = config.concurrency + min(config.concurrency, BATCH)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -188,7 +189,9 @@ class Worker:
                     return
                 idle_wait(self.wake, poll, None)
                 continue
-            free = self.config.concurrency - len(self.running)
+            # One batch may wait in the inbox beyond the busy slots, so slots never
+            # idle between the end of a job and the next claim.
+            free = self.capacity - len(self.running)
             if limit is not None:
                 free = min(free, limit - self.claimed_total)
             claimed = self._claim(free) if free > 0 else []
@@ -229,7 +232,9 @@ class Worker:
             for item in claimed:
                 self.metrics.wait("regular", (now - item.available_at).total_seconds() * 1000, now)
                 self.running[item.job_id] = Running(
-                    item=item, started=time.monotonic(), deadline=deadline_for(item, INTERRUPT_GRACE)
+                    item=item,
+                    started=time.monotonic(),
+                    deadline=deadline_for(item, INTERRUPT_GRACE),
                 )
         for item in claimed:
             logger.debug("job claimed id=%s epoch=%s", item.job_id, item.epoch)
@@ -248,6 +253,8 @@ class Worker:
             running = self.running.get(item.job_id)
             if running is not None:
                 running.slot = next((s for s in self.slots if s.current is item), None)
+                running.started = time.monotonic()
+                running.deadline = deadline_for(item, INTERRUPT_GRACE)
         try:
             return execute(item, self.backend, self.id)
         except BaseException as e:  # an interrupt that landed outside the task's own code

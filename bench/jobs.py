@@ -1,0 +1,185 @@
+"""Throughput, latency and memory of ordinary jobs on SQLite and PostgreSQL.
+
+    .venv/bin/python bench/jobs.py [--db sqlite|postgres|both] [--drain 20000] [--memory 100000]
+
+Each database is created fresh and dropped afterwards. Figures:
+enqueue (one job per transaction), bulk enqueue, drain of queued no-op jobs by
+one ``later_worker`` process, enqueue-to-start latency on an idle worker, and
+(with ``--memory N``) the worker's resident memory while it drains N jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PG_ADMIN = os.environ.get("LATER_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def database_urls(which: str) -> list[tuple[str, str, object]]:
+    urls = []
+    if which in ("sqlite", "both"):
+        path = Path(tempfile.mkdtemp()) / "bench.sqlite3"
+        urls.append(("sqlite", f"sqlite:///{path}", path))
+    if which in ("postgres", "both"):
+        import psycopg
+
+        name = f"later_bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        urls.append(("postgres", PG_ADMIN.rsplit("/", 1)[0] + f"/{name}", name))
+    return urls
+
+
+def drop(kind: str, handle: object) -> None:
+    if kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{handle}" WITH (FORCE)')
+
+
+def child(mode: str, url: str, *args: str) -> str:
+    env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="bench.settings",
+               PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, __file__, "--child", mode, *args], env=env,
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{mode} failed:\n{out.stdout}\n{out.stderr}")
+    return out.stdout.strip()
+
+
+def worker(url: str, *args: str, poll: str = "1.0") -> subprocess.Popen[bytes]:
+    env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="bench.settings",
+               PYTHONPATH=str(ROOT), LATER_POLL_INTERVAL=poll)
+    return subprocess.Popen([sys.executable, "-m", "django", "later_worker", *args], env=env,
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
+    child("migrate", url)
+    figures: dict[str, str] = {}
+    figures["enqueue one per transaction"] = child("enqueue_single", url, "3000") + " jobs/s"
+    figures["bulk enqueue"] = child("enqueue_bulk", url, str(drain)) + " jobs/s"
+    # The bulk run queued `drain` jobs: one burst worker drains them.
+    proc = worker(url, "--burst", "--concurrency", "8")
+    _, err = proc.communicate(timeout=3600)
+    if proc.returncode:
+        raise SystemExit(err.decode())
+    figures[f"drain {drain} no-op jobs, one worker"] = child("drain_rate", url) + " jobs/s"
+    idle = worker(url, "--concurrency", "8", poll="1.0")
+    time.sleep(3)
+    figures["idle wake-up (200 jobs) p50 / p95"] = child("latency", url, "200")
+    idle.terminate()
+    idle.wait(timeout=60)
+    if memory:
+        child("enqueue_bulk", url, str(memory))
+        proc = worker(url, "--burst", "--concurrency", "8")
+        samples = []
+        while proc.poll() is None:
+            samples.append(rss_kib(proc.pid))
+            time.sleep(0.5)
+        samples = [s for s in samples if s]
+        if samples:
+            tenth = max(1, len(samples) // 10)
+            figures[f"worker RSS over {memory} jobs (first/middle/last tenth, MiB)"] = " / ".join(
+                f"{statistics.mean(samples[i:i + tenth]) / 1024:.0f}"
+                for i in (0, len(samples) // 2, len(samples) - tenth)
+            )
+    return figures
+
+
+def child_main(mode: str, args: list[str]) -> None:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection, transaction
+
+    from bench.tasks import noop
+
+    if mode == "migrate":
+        call_command("migrate", verbosity=0)
+        return
+    if mode == "enqueue_single":
+        n = int(args[0])
+        began = time.perf_counter()
+        for _ in range(n):
+            with transaction.atomic():
+                noop.enqueue()
+        print(f"{n / (time.perf_counter() - began):,.0f}")
+        return
+    if mode == "enqueue_bulk":
+        n, batch = int(args[0]), 5000
+        began = time.perf_counter()
+        for start in range(0, n, batch):
+            noop.enqueue_many([((), {})] * min(batch, n - start))
+        print(f"{n / (time.perf_counter() - began):,.0f}")
+        return
+    if mode == "drain_rate":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*), MIN(started_at), MAX(finished_at) FROM later_jobs_index "
+                "WHERE stage = 'success'"
+            )
+            count, first, last = cursor.fetchone()
+        from later_django.db import from_db
+
+        seconds = (from_db(last) - from_db(first)).total_seconds()
+        print(f"{count / seconds:,.0f} ({count} jobs in {seconds:.2f}s)")
+        return
+    if mode == "latency":
+        from django.tasks import default_task_backend
+
+        n = int(args[0])
+        ids = []
+        for _ in range(n):
+            ids.append(noop.enqueue().id)
+            time.sleep(0.02)
+        time.sleep(2)
+        waits = []
+        for job_id in ids:
+            result = default_task_backend.get_result(job_id)
+            waits.append((result.started_at - result.enqueued_at).total_seconds() * 1000)
+        waits.sort()
+        print(f"{statistics.median(waits):.1f} ms / {waits[int(len(waits) * 0.95)]:.1f} ms")
+        return
+    raise SystemExit(f"unknown mode {mode!r}")
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        child_main(sys.argv[2], sys.argv[3:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--drain", type=int, default=20000)
+    parser.add_argument("--memory", type=int, default=0, help="jobs for the memory run (0: skip)")
+    options = parser.parse_args()
+    for kind, url, handle in database_urls(options.db):
+        try:
+            print(f"== {kind}")
+            for name, value in run(kind, url, options.drain, options.memory).items():
+                print(f"{name:55} {value}")
+        finally:
+            drop(kind, handle)
+
+
+if __name__ == "__main__":
+    main()
