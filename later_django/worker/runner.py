@@ -32,6 +32,13 @@ from .wakeup import PostgresListener, SqliteWatcher, idle_wait
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONCURRENCY = 8
+# Successes are routine; failures and retries are what an operator looks for.
+OUTCOME_LOG_LEVELS = {
+    SUCCESS: logging.DEBUG,
+    RETRY: logging.WARNING,
+    FAILED: logging.ERROR,
+    RELEASE: logging.WARNING,
+}
 INTERRUPT_GRACE = 1.0
 
 
@@ -362,7 +369,9 @@ class Worker:
             self.counts[outcome.kind] += 1
             for stage in outcome.transitions:
                 self.metrics.transition(stage, now)
-            logger.info("job %s id=%s", outcome.kind, outcome.job_id)
+            level = OUTCOME_LOG_LEVELS.get(outcome.kind, logging.INFO)
+            if logger.isEnabledFor(level):
+                logger.log(level, "job %s id=%s", outcome.kind, outcome.job_id)
 
     def _flush_metrics(self) -> None:
         try:
