@@ -53,6 +53,10 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
 }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Take SQLite's write lock when a transaction starts, so that enqueueing from
+    # several processes waits its turn instead of failing with "database is locked".
+    DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 30}
 
 TASKS = {
     "default": {
