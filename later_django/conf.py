@@ -61,13 +61,6 @@ SETTINGS: dict[str, Setting] = {
             1.0,
             "Seconds between VACUUMs of the database; None never vacuums.",
         ),
-        Setting(
-            "LATER_SQLITE_BUSY_TIMEOUT",
-            30.0,
-            (int, float),
-            0.0,
-            "Seconds SQLite waits for a lock before giving up.",
-        ),
     ]
 }
 
@@ -102,10 +95,6 @@ class LaterSettings:
     def vacuum_interval(self) -> float | None:
         value = self._get("LATER_VACUUM_INTERVAL")
         return None if value is None else float(value)
-
-    @property
-    def sqlite_busy_timeout(self) -> float:
-        return float(self._get("LATER_SQLITE_BUSY_TIMEOUT"))
 
 
 later_settings = LaterSettings()

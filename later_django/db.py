@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -16,7 +16,6 @@ from django.utils.dateparse import parse_datetime
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
 NOTIFY_CHANNEL = "later_delivery"
 SUPPORTED = ("sqlite", "postgresql")
 
@@ -87,7 +86,7 @@ def is_transient(exc: BaseException) -> bool:
     return storage_is_transient(exc)
 
 
-def retrying(fn: Callable[[], T], *, what: str, attempts: int = 8, using: str = "default") -> T:
+def retrying[T](fn: Callable[[], T], *, what: str, attempts: int = 8, using: str = "default") -> T:
     """Run ``fn`` (one whole transaction), retrying transient database errors with jitter."""
     delay = 0.01
     for attempt in range(1, attempts + 1):

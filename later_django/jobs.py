@@ -16,6 +16,7 @@ from django.db.models import F
 from django.tasks import task_backends
 from django.utils import timezone
 
+from . import continuations
 from .backend import LaterBackend
 from .db import write_transaction
 from .exceptions import InvalidTransition, JobNotFound
@@ -136,12 +137,15 @@ def retry_job(job_id: str, *, namespace: str) -> None:
     using = backend.database
     with write_transaction(using):
         found = load_record(namespace, job_id, using=using)
+        stage = "enqueued"
+        if found is not None and found[0].stage in RETRYABLE and found[1].parent_id is not None:
+            stage = continuations.stage_on_retry(namespace, found[1], using=using)
         now = timezone.now()
         changed = (
             JobIndexRow.objects.using(using)
             .filter(namespace=namespace, job_id=job_id, stage__in=RETRYABLE)
             .update(
-                stage="enqueued",
+                stage=stage,
                 transitioned_at=now,
                 run_at=now,
                 finished_at=None,
@@ -159,8 +163,10 @@ def retry_job(job_id: str, *, namespace: str) -> None:
         record.finished_at = None
         record.cancel_reason = None
         record.return_value = None
-        record.stage = "enqueued"
+        record.stage = stage
         _save_record(namespace, record, using, None)
+        if stage == "waiting":
+            return  # its parent's completion releases it
         DeliveryCommand.objects.using(using).create(
             namespace=namespace,
             queue_name=record.queue_name,
@@ -175,7 +181,7 @@ def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> Non
     """Cancel a job that has not started; it ends ``cancelled`` with ``reason`` kept."""
     backend = backend_for(namespace)
     using = backend.database
-    with write_transaction(using):
+    with write_transaction(using) as cursor:
         now = timezone.now()
         expire = now + timezone.timedelta(seconds=backend.later.retention_seconds)
         changed = (
@@ -201,6 +207,7 @@ def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> Non
             record.cancel_reason = reason
             record.finished_at = int(now.timestamp() * 1_000_000)
             _save_record(namespace, record, using, expire)
+        continuations.cancel_descendants(cursor, namespace, [job_id], "cancelled", now, expire)
 
 
 def delete_job(job_id: str, *, namespace: str) -> None:

@@ -14,6 +14,7 @@ from .exceptions import InvalidArgument
 BACKEND_PATH = "later_django.backend.LaterBackend"
 NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 DAY = 86400.0
+MAX_SECONDS = 100 * 365.25 * DAY
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,17 @@ KNOWN = {f for f in BackendOptions.__dataclass_fields__}
 
 def _number(options: dict[str, Any], name: str, default: float, minimum: float) -> float:
     value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
-        raise InvalidArgument(f"OPTIONS[{name!r}] is {value!r}; it must be a number >= {minimum}.")
+    # NaN compares false with everything and a huge value overflows datetime arithmetic
+    # only when a worker stores an outcome, so both are refused here.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not minimum <= value <= MAX_SECONDS
+    ):
+        raise InvalidArgument(
+            f"OPTIONS[{name!r}] is {value!r}; it must be a number of seconds from {minimum:g} "
+            f"to {MAX_SECONDS:.0f} (100 years)."
+        )
     return float(value)
 
 

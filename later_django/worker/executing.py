@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import logging
+import threading
 from dataclasses import replace
 from datetime import timedelta
 from inspect import iscoroutinefunction
@@ -109,7 +109,7 @@ def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
             value = check_value(value, name="return value", task_path=record.task_path)
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as e:
+        except BaseException as e:  # noqa: BLE001  (whatever the task raised is its outcome)
             outcome = _failure(item, record, e, backend, worker_id, result)
             object.__setattr__(
                 result,

@@ -71,8 +71,9 @@ class MetricsBatch:
             with write_transaction(using) as cursor:
                 if transitions:
                     cursor.executemany(
-                        "INSERT INTO later_job_transition_metrics (namespace, stage, bucket, count) "
-                        "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, stage, bucket) "
+                        "INSERT INTO later_job_transition_metrics "
+                        "(namespace, stage, bucket, count) VALUES (%s, %s, %s, %s) "
+                        "ON CONFLICT (namespace, stage, bucket) "
                         "DO UPDATE SET count = later_job_transition_metrics.count + excluded.count",
                         [
                             (namespace, stage, to_db(connection, bucket), count)
@@ -81,8 +82,9 @@ class MetricsBatch:
                     )
                 if waits:
                     cursor.executemany(
-                        "INSERT INTO later_job_wait_metrics (namespace, mode, bucket, le_ms, count) "
-                        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, mode, bucket, le_ms) "
+                        "INSERT INTO later_job_wait_metrics "
+                        "(namespace, mode, bucket, le_ms, count) VALUES (%s, %s, %s, %s, %s) "
+                        "ON CONFLICT (namespace, mode, bucket, le_ms) "
                         "DO UPDATE SET count = later_job_wait_metrics.count + excluded.count",
                         [
                             (namespace, mode, to_db(connection, bucket), le_ms, count)

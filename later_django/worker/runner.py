@@ -27,7 +27,7 @@ from .metrics import MetricsBatch
 from .outcomes import FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
 from .services import Services
 from .slots import Running, Slot, deadline_for
-from .wakeup import PostgresListener, SqliteWatcher, idle_wait
+from .wakeup import PostgresListener, SqliteWatcher, idle_wait, use_wal
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ class Worker:
             listener = PostgresListener(self.using, self.namespace, self.wake)
             listener.start()
         else:
+            use_wal(self.using)
             watcher = SqliteWatcher(self.using)
         services.start()
         for number in range(self.config.concurrency):

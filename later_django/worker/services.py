@@ -92,6 +92,7 @@ class Services:
                 w.namespace, w.id, lease_seconds=w.backend.later.lease_seconds, using=w.using
             ),
             what="lease renewal",
+            using=w.using,
         )
         retrying(
             lambda: leases.heartbeat(
@@ -103,6 +104,7 @@ class Services:
                 using=w.using,
             ),
             what="heartbeat",
+            using=w.using,
         )
 
     def due(self, name: str, interval: float) -> bool:

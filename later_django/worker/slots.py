@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..exceptions import InterruptedByTimeout
+from ..exceptions import InterruptedByTimeout, LaterError
 from .claiming import Claimed
 from .outcomes import Outcome
 
@@ -81,6 +81,6 @@ def deadline_for(item: Claimed, grace: float) -> float | None:
 
         if iscoroutinefunction(resolve_task(record.task_path).func):
             deadline += grace
-    except Exception:  # the job will fail to import and settle by itself
+    except LaterError:  # the job fails to import and settles by itself
         return None
     return deadline

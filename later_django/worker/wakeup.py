@@ -86,3 +86,15 @@ def idle_wait(
             return
         if watcher.changed():
             return
+
+
+def use_wal(using: str) -> None:
+    """Put a SQLite database in WAL mode, so readers and the one writer don't block each other.
+
+    The mode is stored in the database file, so every later connection has it too.
+    """
+    with connections[using].cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        mode = cursor.fetchone()[0]
+    if mode.lower() != "wal":
+        logger.warning("SQLite database stays in journal_mode=%s; WAL was refused", mode)
