@@ -1,5 +1,7 @@
 """The exceptions later_django raises; every one derives from LaterError."""
 
+from django.db.transaction import TransactionManagementError
+
 
 class LaterError(Exception):
     """Base class of every error later_django raises on purpose."""
@@ -46,3 +48,7 @@ class InterruptedByTimeout(TaskTimeout):
 
     def __init__(self, *args: object) -> None:
         super().__init__(*(args or ("The task ran longer than its timeout and was interrupted.",)))
+
+
+class AutocommitRequired(LaterError, TransactionManagementError):
+    """A statement that cannot run inside a transaction was called inside an atomic block."""
