@@ -1,4 +1,4 @@
-"""The django.tasks backend: ``TASKS = {"default": {"BACKEND": "later_django.backend.LaterBackend"}}``."""
+"""The django.tasks backend, ``"BACKEND": "later_django.backend.LaterBackend"`` in ``TASKS``."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from django.core import checks
 from django.db import connections
 from django.tasks import Task, TaskResult
 from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
 from . import backoff as backoff_module
 from . import options as options_module
+from .continuations import insert_continuations
 from .enqueue import NewJob, insert_jobs
 from .exceptions import InvalidArgument
 from .records import JobRecord, check_arguments, new_job_id, to_micros
@@ -151,6 +153,34 @@ class LaterBackend(BaseTaskBackend):
         return errors
 
     def validate_task(self, task: Task) -> None:
+        # Django's own messages name neither the bad value nor what is allowed, and a
+        # non-numeric priority or non-datetime run_after would crash its comparisons.
+        priority = task.priority
+        if (
+            isinstance(priority, bool)
+            or not isinstance(priority, int)
+            or not TASK_MIN_PRIORITY <= priority <= TASK_MAX_PRIORITY
+        ):
+            raise InvalidTask(
+                f"priority is {priority!r}; it must be a whole number from -100 to 100 "
+                "(higher runs first)."
+            )
+        if self.queues and task.queue_name not in self.queues:
+            raise InvalidTask(
+                f"queue_name is {task.queue_name!r}; it must be one of the QUEUES of task "
+                f"backend {self.alias!r}: {', '.join(sorted(self.queues))}."
+            )
+        if task.run_after is not None:
+            if not isinstance(task.run_after, datetime):
+                raise InvalidTask(
+                    f"run_after is {task.run_after!r}; it must be a datetime or a timedelta "
+                    "from now."
+                )
+            if settings.USE_TZ and timezone.is_naive(task.run_after):
+                raise InvalidTask(
+                    f"run_after is {task.run_after!r}, a naive datetime; with USE_TZ = True "
+                    "it must be an aware datetime or a timedelta from now."
+                )
         super().validate_task(task)
         if not isinstance(task, LaterTask):
             return
@@ -205,6 +235,7 @@ class LaterBackend(BaseTaskBackend):
                 else self.later.max_attempts
             ),
             timeout=task.timeout if isinstance(task, LaterTask) else None,
+            parent_id=task.after if isinstance(task, LaterTask) else None,
         )
         stage = "delayed" if run_at > now else "enqueued"
         return NewJob(record=record, stage=stage, run_at=run_at, enqueued_at=now)
@@ -212,10 +243,10 @@ class LaterBackend(BaseTaskBackend):
     def _result_for(self, task: Task, job: NewJob) -> TaskResult:
         from django.tasks import TaskResultStatus
 
-        result = TaskResult(
+        result: TaskResult = TaskResult(
             task=task,
             id=job.record.id,
-            status=TaskResultStatus.READY,
+            status=TaskResultStatus.FAILED if job.stage == "cancelled" else TaskResultStatus.READY,
             enqueued_at=job.enqueued_at,
             started_at=None,
             last_attempted_at=None,
@@ -229,10 +260,17 @@ class LaterBackend(BaseTaskBackend):
         task_enqueued.send(type(self), task_result=result)
         return result
 
+    def _insert(self, jobs: list[NewJob]) -> None:
+        if any(job.record.parent_id is not None for job in jobs):
+            # Continuations take their stage from the parent's, read under a lock.
+            insert_continuations(self, jobs)
+        else:
+            insert_jobs(self.namespace, jobs, using=self.database)
+
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Store a job in the current transaction of the backend's database."""
         job = self._new_job(task, args, kwargs)
-        insert_jobs(self.namespace, [job], using=self.database)
+        self._insert([job])
         return self._result_for(task, job)
 
     def enqueue_many(
@@ -246,7 +284,7 @@ class LaterBackend(BaseTaskBackend):
                     f"Call #{number} is {call!r}; each call must be an (args, kwargs) tuple."
                 )
             jobs.append(self._new_job(task, call[0], call[1]))
-        insert_jobs(self.namespace, jobs, using=self.database)
+        self._insert(jobs)
         return [self._result_for(task, job) for job in jobs]
 
     def get_result(self, result_id: str) -> TaskResult:

@@ -8,7 +8,7 @@ changes it, so it never races a worker into an impossible state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -183,7 +183,7 @@ def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> Non
     using = backend.database
     with write_transaction(using) as cursor:
         now = timezone.now()
-        expire = now + timezone.timedelta(seconds=backend.later.retention_seconds)
+        expire = now + timedelta(seconds=backend.later.retention_seconds)
         changed = (
             JobIndexRow.objects.using(using)
             .filter(namespace=namespace, job_id=job_id, stage__in=PENDING)

@@ -74,7 +74,7 @@ def build_result(backend: LaterBackend, row: JobIndexRow, record: JobRecord) -> 
     task = resolve_task(record.task_path)
     task = task.using(queue_name=record.queue_name, priority=record.priority)
     attempts = record.attempts
-    result = TaskResult(
+    result: TaskResult = TaskResult(
         task=task,
         id=record.id,
         status=STATUS[row.stage],

@@ -69,8 +69,10 @@ if os.environ.get("LATER_TEST_DATABASE_NAME"):
     _database["NAME"] = os.environ["LATER_TEST_DATABASE_NAME"]
 DATABASES = {"default": _database}
 
-LATER_POLL_INTERVAL = 0.05
-LATER_HEARTBEAT_INTERVAL = 0.5
+# Worker subprocesses of a test may be given other values through the environment.
+LATER_POLL_INTERVAL = float(os.environ.get("LATER_TEST_POLL_INTERVAL", "0.05"))
+LATER_HEARTBEAT_INTERVAL = float(os.environ.get("LATER_TEST_HEARTBEAT_INTERVAL", "0.5"))
+LATER_SWEEP_INTERVAL = float(os.environ.get("LATER_TEST_SWEEP_INTERVAL", "60"))
 
 TASKS = {
     "default": {
