@@ -78,7 +78,11 @@ TASKS = {
     "default": {
         "BACKEND": "later_django.backend.LaterBackend",
         "QUEUES": ["default", "emails", "slow"],
-        "OPTIONS": {"namespace": "tests", "lease_seconds": 2},
+        "OPTIONS": {
+            "namespace": "tests",
+            "lease_seconds": 2,
+            "topics": {"orders": 8, "events": 4},
+        },
     },
 }
 
