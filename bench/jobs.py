@@ -49,20 +49,36 @@ def drop(kind: str, handle: object) -> None:
 
 
 def child(mode: str, url: str, *args: str) -> str:
-    env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="bench.settings",
-               PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, __file__, "--child", mode, *args], env=env,
-                         capture_output=True, text=True, check=False)
+    env = dict(
+        os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="bench.settings", PYTHONPATH=str(ROOT)
+    )
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", mode, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise SystemExit(f"{mode} failed:\n{out.stdout}\n{out.stderr}")
     return out.stdout.strip()
 
 
 def worker(url: str, *args: str, poll: str = "1.0") -> subprocess.Popen[bytes]:
-    env = dict(os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="bench.settings",
-               PYTHONPATH=str(ROOT), LATER_POLL_INTERVAL=poll)
-    return subprocess.Popen([sys.executable, "-m", "django", "later_worker", *args], env=env,
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = dict(
+        os.environ,
+        DATABASE_URL=url,
+        DJANGO_SETTINGS_MODULE="bench.settings",
+        PYTHONPATH=str(ROOT),
+        LATER_POLL_INTERVAL=poll,
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", "later_worker", *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def rss_kib(pid: int) -> int:
@@ -99,7 +115,7 @@ def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
         if samples:
             tenth = max(1, len(samples) // 10)
             figures[f"worker RSS over {memory} jobs (first/middle/last tenth, MiB)"] = " / ".join(
-                f"{statistics.mean(samples[i:i + tenth]) / 1024:.0f}"
+                f"{statistics.mean(samples[i : i + tenth]) / 1024:.0f}"
                 for i in (0, len(samples) // 2, len(samples) - tenth)
             )
     return figures

@@ -5,7 +5,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-names = sorted(p.stem for p in HERE.glob("*.py") if p.stem not in {"run", "settings", "tasks", "__init__"})
+names = sorted(
+    p.stem for p in HERE.glob("*.py") if p.stem not in {"run", "settings", "tasks", "__init__"}
+)
 if len(sys.argv) < 2 or sys.argv[1] not in names:
     sys.exit(f"usage: ./dev bench NAME [options]; NAME is one of: {', '.join(names)}")
 name = sys.argv.pop(1)

@@ -1,7 +1,7 @@
 """Run the example project: migrate, seed some work, start a worker and the dev server.
 
-    ./dev demo            # http://127.0.0.1:8000/admin/  (user admin, password admin)
-    ./dev demo --port 8001
+./dev demo            # http://127.0.0.1:8000/admin/  (user admin, password admin)
+./dev demo --port 8001
 """
 
 import argparse
@@ -38,11 +38,14 @@ def main() -> None:
 
     manage = [sys.executable, str(ROOT / "manage.py")]
     worker = subprocess.Popen([*manage, "later_worker", "--concurrency", "4"], cwd=ROOT)
-    print(f"\nworker pid {worker.pid}; dashboard at http://127.0.0.1:{options.port}/admin/later/dashboard/"
-          " (admin / admin). Ctrl-C stops both.\n")
+    print(
+        f"\nworker pid {worker.pid}; dashboard at http://127.0.0.1:{options.port}/admin/later/dashboard/"
+        " (admin / admin). Ctrl-C stops both.\n"
+    )
     try:
-        subprocess.run([*manage, "runserver", f"127.0.0.1:{options.port}", "--noreload"], cwd=ROOT,
-                       check=False)
+        subprocess.run(
+            [*manage, "runserver", f"127.0.0.1:{options.port}", "--noreload"], cwd=ROOT, check=False
+        )
     except KeyboardInterrupt:
         pass
     finally:

@@ -12,6 +12,9 @@ class Execution(models.Model):
     class Meta:
         db_table = "tests_execution"
 
+    def __str__(self) -> str:
+        return f"{self.kind}={self.value}"
+
 
 class Order(models.Model):
     """Application data enqueued alongside jobs in one transaction."""
@@ -20,3 +23,6 @@ class Order(models.Model):
 
     class Meta:
         db_table = "tests_order"
+
+    def __str__(self) -> str:
+        return self.reference

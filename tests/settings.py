@@ -89,7 +89,9 @@ TASKS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"}
+    },
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
         "later_django": {
