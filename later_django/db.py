@@ -62,18 +62,21 @@ def placeholders(count: int) -> str:
 
 
 @contextmanager
-def write_transaction(using: str) -> Iterator[Any]:
+def write_transaction(using: str, *, savepoint: bool = True) -> Iterator[Any]:
     """Open a transaction that holds the write lock from its first statement.
 
     On SQLite a deferred transaction that reads first and writes later fails at
     once with "database is locked" when another writer committed in between;
     taking the write lock up front lets the busy timeout do its job instead.
+
+    Inside a caller's transaction the block is a savepoint, so an error raised
+    in it (a refused retry, say) leaves the caller's transaction usable. Hot
+    paths that raise nothing of their own pass ``savepoint=False`` to save the
+    two round trips.
     """
     connection = connection_for(using)
     outermost = not connection.in_atomic_block
-    # Inside the caller's transaction no savepoint is needed: a failed statement
-    # fails the caller's block anyway, and a savepoint costs two round trips.
-    with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
+    with transaction.atomic(using=using, savepoint=savepoint), connection.cursor() as cursor:
         if outermost and connection.vendor == "sqlite":
             cursor.execute("UPDATE later_stage_counts SET count = count WHERE 0")
         yield cursor

@@ -57,7 +57,7 @@ def insert_jobs(namespace: str, jobs: Sequence[NewJob], *, using: str) -> None:
     if not jobs:
         return
     connection = connection_for(using)
-    with write_transaction(using) as cursor:
+    with write_transaction(using, savepoint=False) as cursor:
         if is_postgres(connection):
             cursor.execute(
                 PG_INSERT,

@@ -12,6 +12,7 @@ from .dashboard import (
     StageCount,
 )
 from .log import LogConsumerLease, LogConsumerMember, LogConsumerOffset, LogPartition, LogRecord
+from .schedules import Schedule
 from .topics import PartitionHead, PartitionJob, PartitionLease, PartitionSequence, Topic, Worker
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "PartitionLease",
     "PartitionSequence",
     "QueueSample",
+    "Schedule",
     "Stage",
     "StageCount",
     "StorageRangeMember",

@@ -1,0 +1,270 @@
+"""Continuations: jobs that wait in stage ``waiting`` until their parent job succeeds.
+
+A continuation is enqueued with ``task.using(after=parent).enqueue(...)``. Its
+fate is settled in the transaction that ends its parent: success releases it
+(``enqueued``, or ``delayed`` while its own ``run_after`` is in the future);
+failure or cancellation cancels it and every waiting descendant, each with a
+reason naming its parent. The enqueuer holds a share lock on the parent's index
+row (PostgreSQL; SQLite serialises writers) and the completing worker locks the
+parent rows before settling children, so a child committed concurrently with its
+parent's completion is always either seen as waiting by the release or inserted
+after it, seeing the parent's final stage: none is left waiting forever.
+
+A continuation of an occurrence of a sequential schedule joins that
+occurrence's partition of the reserved topic ``later.schedules``, so it runs
+before the schedule's next occurrence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+
+from .db import connection_for, is_postgres, placeholders, to_db, write_transaction
+from .enqueue import NewJob, insert_jobs
+from .exceptions import InvalidArgument, InvalidTransition, JobNotFound, PayloadDecodeError
+from .records import JobRecord, job_key, to_micros
+from .schedules import SCHEDULES_TOPIC
+
+if TYPE_CHECKING:
+    from .backend import LaterBackend
+
+PENDING = ("delayed", "waiting", "enqueued", "running", "requeued")
+ENDED_BADLY = ("failed", "cancelled")
+
+
+def cancel_reason(parent_id: str, parent_stage: str) -> str:
+    return f"Cancelled because its parent job {parent_id!r} ended {parent_stage}."
+
+
+def check_parent_id(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(
+            f"after is {value!r}; it must be a TaskResult or the id (a string) of a job."
+        )
+    return value
+
+
+def _parent_rows(cursor: Any, namespace: str, ids: list[str], now: datetime) -> dict[str, tuple]:
+    """Lock and read the parents' index rows: job id -> (stage, topic, partition)."""
+    connection = cursor.db
+    cursor.execute(
+        "SELECT job_id, stage, topic, partition FROM later_jobs_index "
+        f"WHERE namespace = %s AND job_id IN ({placeholders(len(ids))}) "
+        "AND (date_expire IS NULL OR date_expire > %s)"
+        + (" FOR SHARE" if is_postgres(connection) else ""),
+        [namespace, *ids, to_db(connection, now)],
+    )
+    return {row[0]: row[1:] for row in cursor.fetchall()}
+
+
+def insert_continuations(backend: LaterBackend, jobs: Sequence[NewJob]) -> None:
+    """Store continuations, each in the stage its parent's current stage calls for.
+
+    Raises JobNotFound, writing nothing, when a parent is unknown (or expired).
+    A child of a parent that already failed or was cancelled is stored
+    ``cancelled`` at once; of one that succeeded, runnable at once.
+    """
+    namespace, using = backend.namespace, backend.database
+    wanted = sorted({check_parent_id(j.record.parent_id) for j in jobs})
+    with write_transaction(using) as cursor:
+        now = timezone.now()
+        parents = _parent_rows(cursor, namespace, wanted, now)
+        missing = [parent_id for parent_id in wanted if parent_id not in parents]
+        if not missing:
+            _insert(backend, cursor, jobs, parents, now)
+    if missing:
+        # Raised outside the write block, which may be the caller's own transaction:
+        # a refusal must leave it usable.
+        raise JobNotFound(
+            f"after is {missing[0]!r}; no job with that id exists in namespace "
+            f"{namespace!r} (it may have expired), so there is nothing to continue."
+        )
+
+
+def _insert(
+    backend: LaterBackend, cursor: Any, jobs: Sequence[NewJob], parents: dict, now: datetime
+) -> None:
+    namespace = backend.namespace
+    doomed: dict[str, str] = {}
+    joining: list[NewJob] = []
+    for job in jobs:
+        assert job.record.parent_id is not None
+        stage, topic, partition = parents[job.record.parent_id]
+        if stage == "success":
+            job.stage = "delayed" if job.run_at > now else "enqueued"
+        else:
+            job.stage = "waiting"
+            if stage in ENDED_BADLY:
+                doomed[job.record.id] = cancel_reason(job.record.parent_id, stage)
+                continue
+        if topic == SCHEDULES_TOPIC and job.record.topic is None:
+            # A continuation of a sequential occurrence runs before the next occurrence.
+            job.record.topic, job.record.partition = topic, partition
+            joining.append(job)
+    if joining:
+        from .topics.enqueueing import place
+
+        place(cursor, backend, joining)
+    insert_jobs(namespace, jobs, using=backend.database)
+    if doomed:
+        expire_at = now + timedelta(seconds=backend.later.retention_seconds)
+        _cancel(cursor, namespace, doomed, now, expire_at)
+        for job in jobs:
+            if job.record.id in doomed:
+                job.stage = "cancelled"
+                job.record.cancel_reason = doomed[job.record.id]
+
+
+def settle(
+    cursor: Any,
+    namespace: str,
+    *,
+    succeeded: list[str],
+    failed: list[str],
+    now: datetime,
+    expire_at: datetime,
+) -> None:
+    """Release the waiting children of ``succeeded`` jobs and cancel those of ``failed`` ones.
+
+    Runs in the transaction that ends the parents. Locking their index rows
+    (which updating them does too) waits out any enqueuer still holding a
+    share lock on them, so its child is visible to the statements below.
+    """
+    parents = sorted(set(succeeded) | set(failed))
+    if not parents:
+        return
+    connection = cursor.db
+    if is_postgres(connection):
+        cursor.execute(
+            "SELECT job_id FROM later_jobs_index WHERE namespace = %s "
+            f"AND job_id IN ({placeholders(len(parents))}) ORDER BY job_id FOR UPDATE",
+            [namespace, *parents],
+        )
+    if succeeded:
+        release_children(cursor, namespace, succeeded, now)
+    if failed:
+        cancel_descendants(cursor, namespace, failed, "failed", now, expire_at)
+
+
+def release_children(cursor: Any, namespace: str, parents: list[str], now: datetime) -> list[str]:
+    """Make the waiting children of ``parents`` runnable; return their ids.
+
+    Children of a topic partition get no queue command: their partition's head
+    claiming runs them in order once they are no longer ``waiting``.
+    """
+    connection = cursor.db
+    stamp = to_db(connection, now)
+    cursor.execute(
+        "UPDATE later_jobs_index SET "
+        "stage = CASE WHEN run_at > %s THEN 'delayed' ELSE 'enqueued' END, "
+        "transitioned_at = %s, revision = revision + 1 "
+        f"WHERE namespace = %s AND stage = 'waiting' AND parent_job_id IN "
+        f"({placeholders(len(parents))}) "
+        "RETURNING job_id, stage, queue_name, priority, enqueued_at, topic",
+        [stamp, stamp, namespace, *parents],
+    )
+    released = cursor.fetchall()
+    commands = [
+        (namespace, queue_name, job_id, priority, stamp, enqueued_at)
+        for job_id, stage, queue_name, priority, enqueued_at, topic in released
+        if stage == "enqueued" and topic is None
+    ]
+    if commands:
+        cursor.executemany(
+            "INSERT INTO later_delivery_queue "
+            "(namespace, queue_name, job_id, priority, available_at, enqueued_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, job_id) DO NOTHING",
+            commands,
+        )
+    return [row[0] for row in released]
+
+
+def cancel_descendants(
+    cursor: Any,
+    namespace: str,
+    parents: list[str],
+    parent_stage: str,
+    now: datetime,
+    expire_at: datetime,
+) -> list[str]:
+    """Cancel every waiting descendant of ``parents``, generation by generation; return ids."""
+    connection = cursor.db
+    cancelled: list[str] = []
+    frontier, stage = list(parents), parent_stage
+    while frontier:
+        cursor.execute(
+            "SELECT job_id, parent_job_id FROM later_jobs_index WHERE namespace = %s "
+            f"AND stage = 'waiting' AND parent_job_id IN ({placeholders(len(frontier))})"
+            + (" FOR UPDATE" if is_postgres(connection) else ""),
+            [namespace, *frontier],
+        )
+        children = {job_id: cancel_reason(parent, stage) for job_id, parent in cursor.fetchall()}
+        frontier = _cancel(cursor, namespace, children, now, expire_at)
+        cancelled += frontier
+        stage = "cancelled"
+    return cancelled
+
+
+def _cancel(
+    cursor: Any, namespace: str, reasons: dict[str, str], now: datetime, expire_at: datetime
+) -> list[str]:
+    """End waiting jobs ``cancelled`` with their reasons kept in their records."""
+    if not reasons:
+        return []
+    connection = cursor.db
+    ids = sorted(reasons)
+    stamp, expiry = to_db(connection, now), to_db(connection, expire_at)
+    cursor.execute(
+        "UPDATE later_jobs_index SET stage = 'cancelled', finished_at = %s, transitioned_at = %s, "
+        "date_expire = %s, revision = revision + 1 WHERE namespace = %s AND stage = 'waiting' "
+        f"AND job_id IN ({placeholders(len(ids))}) RETURNING job_id",
+        [stamp, stamp, expiry, namespace, *ids],
+    )
+    done = sorted(row[0] for row in cursor.fetchall())
+    if not done:
+        return []
+    cursor.execute(
+        "SELECT key, value FROM later_storage "
+        f"WHERE namespace = %s AND key IN ({placeholders(len(done))})",
+        [namespace, *[job_key(i) for i in done]],
+    )
+    updates = []
+    for key, raw in cursor.fetchall():
+        job_id = key[4:]
+        try:
+            record = JobRecord.decode(bytes(raw), job_id=job_id)
+        except PayloadDecodeError:
+            # The index row already says cancelled; an undecodable record only expires.
+            updates.append((bytes(raw), expiry, namespace, key))
+            continue
+        record.stage = "cancelled"
+        record.cancel_reason = reasons[job_id]
+        record.finished_at = to_micros(now)
+        updates.append((record.encode(), expiry, namespace, key))
+    cursor.executemany(
+        "UPDATE later_storage SET value = %s, date_expire = %s WHERE namespace = %s AND key = %s",
+        updates,
+    )
+    return done
+
+
+def stage_on_retry(namespace: str, record: JobRecord, *, using: str) -> str:
+    """The stage a retried continuation starts in: ``waiting`` while its parent is pending.
+
+    Raises InvalidTransition when the parent failed or was cancelled: retry the
+    parent first. A parent that succeeded or is gone (expired) lets it run now.
+    """
+    assert record.parent_id is not None
+    with connection_for(using).cursor() as cursor:
+        found = _parent_rows(cursor, namespace, [record.parent_id], timezone.now())
+    stage = found.get(record.parent_id, ("success",))[0]
+    if stage in ENDED_BADLY:
+        raise InvalidTransition(
+            f"Job {record.id!r} continues job {record.parent_id!r}, which is {stage}; "
+            "retry the parent first, then this job."
+        )
+    return "waiting" if stage in PENDING else "enqueued"

@@ -1,0 +1,188 @@
+"""What a schedule is, checked before it is stored: identifier, cron, task, arguments.
+
+Definitions come from ``later_django.schedule()`` or from
+``TASKS[alias]["OPTIONS"]["schedules"]``; either way every bad part is refused
+here, naming it, so a worker never meets a schedule it cannot run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.core import checks
+from django.tasks import Task, task_backends
+from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
+
+from ..exceptions import InvalidArgument, LaterError, SerializationError
+from ..options import validate_name
+from ..records import check_arguments, pack
+from ..results import resolve_task
+from .cron import check_cron
+
+if TYPE_CHECKING:
+    from ..backend import LaterBackend
+
+SETTINGS_KEYS = ("cron", "task", "args", "kwargs", "sequential")
+
+
+@dataclass(frozen=True)
+class Definition:
+    identifier: str
+    cron: str
+    task_path: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    sequential: bool
+    queue_name: str
+    priority: int
+    origin: str  # "code" or "settings"
+
+    def payload(self) -> bytes:
+        return pack(
+            {
+                "args": self.args,
+                "kwargs": self.kwargs,
+                "queue_name": self.queue_name,
+                "priority": self.priority,
+            },
+            what=f"schedule {self.identifier}",
+        )
+
+
+def later_backend(alias: str) -> LaterBackend:
+    """The Later backend of a TASKS alias; InvalidArgument for any other backend."""
+    from ..backend import LaterBackend
+
+    try:
+        backend = task_backends[alias]
+    except InvalidTaskBackend as e:
+        raise InvalidArgument(f"backend is {alias!r}, which is not a TASKS alias.") from e
+    if not isinstance(backend, LaterBackend):
+        raise InvalidArgument(
+            f"backend is {alias!r}, a {type(backend).__name__}; schedules need a backend whose "
+            "BACKEND is 'later_django.backend.LaterBackend'."
+        )
+    return backend
+
+
+def _task(task: Any, field: str, alias: str | None) -> Task:
+    if isinstance(task, str):
+        try:
+            task = resolve_task(task)
+        except LaterError as e:
+            raise InvalidArgument(f"{field} is {task!r}; {e}") from e
+    elif not isinstance(task, Task):
+        raise InvalidArgument(
+            f"{field} is {task!r}; it must be a Task (a function decorated with "
+            "django.tasks.task) or its dotted path."
+        )
+    try:
+        return task.using(backend=alias) if alias is not None else task
+    except InvalidTask as e:
+        raise InvalidArgument(f"{field} is {task.module_path!r}, which is not valid: {e}") from e
+
+
+def define(
+    identifier: Any,
+    cron: Any,
+    task: Any,
+    args: Any,
+    kwargs: Any,
+    *,
+    sequential: Any,
+    origin: str,
+    backend: str | None = None,
+    prefix: str = "",
+) -> tuple[LaterBackend, Definition]:
+    """Check every part of a schedule; return its backend and definition.
+
+    ``backend`` (a TASKS alias) overrides the task's own; ``prefix`` names the
+    setting a declared schedule comes from, so that errors name the setting.
+    """
+
+    def name(part: str) -> str:
+        return f"{prefix}[{part!r}]" if prefix else part
+
+    validate_name(f"The identifier of {prefix}" if prefix else "identifier", identifier)
+    cron = check_cron(cron, field=name("cron"))
+    found = _task(task, name("task"), backend)
+    later = later_backend(found.backend)
+    topic = getattr(found, "topic", None)
+    if topic is not None:
+        raise InvalidArgument(
+            f"{name('task')} is {found.module_path!r}, which is ordered by topic {topic!r}; a "
+            "schedule runs plain tasks (sequential=True keeps occurrences from overlapping)."
+        )
+    if not isinstance(sequential, bool):
+        raise InvalidArgument(f"{name('sequential')} is {sequential!r}; it must be True or False.")
+    if not isinstance(args, list | tuple):
+        raise InvalidArgument(f"{name('args')} is {args!r}; it must be a list.")
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise InvalidArgument(f"{name('kwargs')} is {kwargs!r}; it must be a dict of str keys.")
+    try:
+        checked_args, checked_kwargs = check_arguments(found.module_path, args, kwargs)
+    except SerializationError as e:
+        raise SerializationError(f"{prefix}: {e}" if prefix else str(e)) from e
+    return later, Definition(
+        identifier=identifier,
+        cron=cron,
+        task_path=found.module_path,
+        args=checked_args,
+        kwargs=checked_kwargs,
+        sequential=sequential,
+        queue_name=found.queue_name,
+        priority=found.priority,
+        origin=origin,
+    )
+
+
+def declared(backend: LaterBackend) -> list[Definition]:
+    """The schedules declared in a backend alias's OPTIONS, checked; InvalidArgument if not."""
+    found = []
+    for identifier, spec in backend.later.schedules.items():
+        prefix = f"TASKS[{backend.alias!r}]['OPTIONS']['schedules'][{identifier!r}]"
+        if not isinstance(identifier, str):
+            prefix = f"TASKS[{backend.alias!r}]['OPTIONS']['schedules']"
+        if not isinstance(spec, dict):
+            raise InvalidArgument(
+                f"{prefix} is {spec!r}; it must be a dict with 'cron' and 'task' and optionally "
+                "'args', 'kwargs' and 'sequential'."
+            )
+        unknown = sorted(set(spec) - set(SETTINGS_KEYS), key=str)
+        if unknown:
+            raise InvalidArgument(
+                f"{prefix} has unknown key {unknown[0]!r}; allowed keys are "
+                f"{', '.join(SETTINGS_KEYS)}."
+            )
+        for required in ("cron", "task"):
+            if required not in spec:
+                raise InvalidArgument(f"{prefix} has no {required!r}; it is required.")
+        _, definition = define(
+            identifier,
+            spec["cron"],
+            spec["task"],
+            spec.get("args", []),
+            spec.get("kwargs", {}),
+            sequential=spec.get("sequential", False),
+            origin="settings",
+            backend=backend.alias,
+            prefix=prefix,
+        )
+        found.append(definition)
+    return found
+
+
+def check_declared(backend: LaterBackend) -> list[checks.CheckMessage]:
+    """System check: every schedule declared in the backend's OPTIONS is valid (later.E010)."""
+    try:
+        declared(backend)
+    except InvalidArgument as e:
+        return [
+            checks.Error(
+                str(e),
+                hint="See docs/workflows.md for the form of a declared schedule.",
+                id="later.E010",
+            )
+        ]
+    return []

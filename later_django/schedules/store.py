@@ -1,0 +1,152 @@
+"""The ``later_schedule`` rows: upsert by identifier, removal, listing.
+
+An upsert is one ``INSERT … ON CONFLICT (namespace, identifier) DO UPDATE``,
+so two processes declaring one schedule at once (workers starting together)
+never create two rows. A schedule whose cron string and time zone are unchanged
+keeps its next run time: re-declaring it at every deploy neither skips nor
+repeats an occurrence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import msgpack
+from django.utils import timezone
+
+from ..db import connection_for, from_db, to_db, write_transaction
+from .cron import next_run, project_zone
+from .definitions import Definition
+
+COLUMNS = (
+    "identifier, cron, time_zone, task_path, payload, sequential, origin, next_run_at, "
+    "last_run_at, last_job_id"
+)
+
+UPSERT = f"""
+INSERT INTO later_schedule (namespace, identifier, cron, time_zone, task_path, payload,
+                            sequential, origin, next_run_at, revision, created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 1, %s, %s)
+ON CONFLICT (namespace, identifier) DO UPDATE SET
+    next_run_at = CASE
+        WHEN later_schedule.cron = excluded.cron AND later_schedule.time_zone = excluded.time_zone
+        THEN later_schedule.next_run_at ELSE excluded.next_run_at END,
+    cron = excluded.cron,
+    time_zone = excluded.time_zone,
+    task_path = excluded.task_path,
+    payload = excluded.payload,
+    sequential = excluded.sequential,
+    origin = excluded.origin,
+    revision = later_schedule.revision + 1,
+    updated_at = excluded.updated_at
+RETURNING {COLUMNS}
+"""
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A stored schedule and when it next runs (an aware UTC datetime)."""
+
+    identifier: str
+    cron: str
+    time_zone: str
+    task_path: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    queue_name: str
+    priority: int
+    sequential: bool
+    origin: str
+    next_run_at: datetime
+    last_run_at: datetime | None
+    last_job_id: str | None
+
+
+def info(row: tuple) -> ScheduleInfo:
+    identifier, cron, zone, task_path, payload, sequential, origin, next_at, last_at, last_id = row
+    data = msgpack.unpackb(bytes(payload), raw=False)
+    next_run_at = from_db(next_at)
+    assert next_run_at is not None
+    return ScheduleInfo(
+        identifier=identifier,
+        cron=cron,
+        time_zone=zone,
+        task_path=task_path,
+        args=data["args"],
+        kwargs=data["kwargs"],
+        queue_name=data["queue_name"],
+        priority=data["priority"],
+        sequential=bool(sequential),
+        origin=origin,
+        next_run_at=next_run_at,
+        last_run_at=from_db(last_at),
+        last_job_id=last_id,
+    )
+
+
+def upsert(cursor: Any, namespace: str, definition: Definition) -> ScheduleInfo:
+    """Create or replace one schedule in the caller's transaction."""
+    connection = cursor.db
+    now = timezone.now()
+    zone = project_zone()
+    cursor.execute(
+        UPSERT,
+        [
+            namespace,
+            definition.identifier,
+            definition.cron,
+            str(zone),
+            definition.task_path,
+            definition.payload(),
+            definition.sequential,
+            definition.origin,
+            to_db(connection, next_run(definition.cron, now, zone)),
+            to_db(connection, now),
+            to_db(connection, now),
+        ],
+    )
+    return info(cursor.fetchone())
+
+
+def save(namespace: str, definition: Definition, *, using: str) -> ScheduleInfo:
+    with write_transaction(using) as cursor:
+        return upsert(cursor, namespace, definition)
+
+
+def replace_declared(namespace: str, definitions: list[Definition], *, using: str) -> list[str]:
+    """Upsert the declared schedules and drop settings-made ones no longer declared.
+
+    Returns the identifiers removed. Schedules made by ``schedule()`` in code
+    are left alone unless a declaration takes over their identifier.
+    """
+    with write_transaction(using) as cursor:
+        for definition in definitions:
+            upsert(cursor, namespace, definition)
+        keep = [d.identifier for d in definitions]
+        cursor.execute(
+            "DELETE FROM later_schedule WHERE namespace = %s AND origin = 'settings' "
+            + (f"AND identifier NOT IN ({', '.join(['%s'] * len(keep))}) " if keep else "")
+            + "RETURNING identifier",
+            [namespace, *keep],
+        )
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def remove(namespace: str, identifier: str, *, using: str) -> bool:
+    with write_transaction(using) as cursor:
+        cursor.execute(
+            "DELETE FROM later_schedule WHERE namespace = %s AND identifier = %s",
+            [namespace, identifier],
+        )
+        return cursor.rowcount > 0
+
+
+def read_all(namespace: str, *, using: str) -> list[ScheduleInfo]:
+    with connection_for(using).cursor() as cursor:
+        cursor.execute(
+            f"SELECT {COLUMNS} FROM later_schedule WHERE namespace = %s ORDER BY identifier",
+            [namespace],
+        )
+        return [info(row) for row in cursor.fetchall()]
