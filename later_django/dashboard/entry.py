@@ -1,0 +1,82 @@
+"""The dashboard's place in the admin: /admin/later/dashboard/ and its index entry.
+
+The admin builds its index and URLs from registered models, so the dashboard
+registers a placeholder model. It lives in a private app registry: it has no
+table, no migration, no content type and no permissions of its own; access is
+decided by the permissions on the job model (see ``permissions``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from django.apps.registry import Apps
+from django.contrib import admin
+from django.db import models
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+
+from . import actions, permissions, views
+
+PRIVATE_APPS = Apps()
+
+
+class Dashboard(models.Model):
+    """Placeholder that gives the dashboard an entry in the admin index."""
+
+    class Meta:
+        apps = PRIVATE_APPS
+        app_label = "later"
+        managed = False
+        verbose_name = "dashboard"
+        verbose_name_plural = "dashboard"
+
+    def __str__(self) -> str:
+        return "Later dashboard"
+
+
+class DashboardAdmin(admin.ModelAdmin):
+    """Serves the dashboard pages in place of a changelist."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return permissions.can_view(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return permissions.can_view(request.user)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        def wrap(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+            return self.admin_site.admin_view(partial(view, site=self.admin_site))
+
+        name = "later_dashboard_"
+        return [
+            path("", wrap(views.overview), name=f"{name}changelist"),
+            path("live/", wrap(views.overview_live), name=f"{name}live"),
+            path("find/", wrap(views.find_job), name=f"{name}find"),
+            path("jobs/<str:stage>/", wrap(views.jobs), name=f"{name}jobs"),
+            path("jobs/<str:stage>/bulk/", wrap(actions.bulk), name=f"{name}bulk"),
+            path("job/<str:job_id>/", wrap(views.job), name=f"{name}job"),
+            path(
+                "job/<str:job_id>/<str:action>/",
+                wrap(actions.single),
+                name=f"{name}action",
+            ),
+            path("topics/", wrap(views.topic_list), name=f"{name}topics"),
+            path("topics/<str:topic>/", wrap(views.topic_detail), name=f"{name}topic"),
+            path(
+                "topics/<str:topic>/<int:partition>/",
+                wrap(views.partition_detail),
+                name=f"{name}partition",
+            ),
+        ]

@@ -1,0 +1,308 @@
+"""The dashboard's read-only pages; the reads live in overview, listing and topics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.admin import AdminSite
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from .. import jobs as engine
+from ..exceptions import JobNotFound
+from ..models import Stage
+from . import charts, listing, permissions, present, topics
+from . import overview as overview_reads
+from .links import Links
+from .scope import Scope, resolve
+
+STAGE_ACTIONS: dict[str, tuple[str, ...]] = {
+    Stage.DELAYED: ("cancel",),
+    Stage.WAITING: ("cancel",),
+    Stage.ENQUEUED: ("cancel",),
+    Stage.REQUEUED: ("cancel",),
+    Stage.RUNNING: (),
+    Stage.SUCCESS: ("delete",),
+    Stage.FAILED: ("retry", "delete"),
+    Stage.CANCELLED: ("retry", "delete"),
+}
+FILTER_LENGTH = 255
+REFRESH_SECONDS = 5
+
+View = Callable[..., HttpResponse]
+
+
+def viewer_required(view: View) -> View:
+    """Refuse (403) staff without the job model's view permission."""
+
+    @wraps(view)
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not permissions.can_view(request.user):
+            raise PermissionDenied(
+                "Viewing the Later dashboard needs the 'Can view job' permission."
+            )
+        return view(request, *args, **kwargs)
+
+    return guarded
+
+
+def page(
+    request: HttpRequest,
+    site: AdminSite,
+    scope: Scope,
+    template: str,
+    title: str,
+    **extra: Any,
+) -> TemplateResponse:
+    links = Links(site, scope)
+    context = {
+        **site.each_context(request),
+        "title": title,
+        "scope": scope,
+        "namespace_choices": links.namespace_choices() if len(scope.choices) > 1 else [],
+        "overview_url": links.url("changelist"),
+        "topics_url": links.url("topics"),
+        "app_label": "later",
+        **extra,
+    }
+    return TemplateResponse(request, f"later/dashboard/{template}", context)
+
+
+def overview_context(site: AdminSite, scope: Scope) -> dict[str, Any]:
+    now = timezone.now()
+    links = Links(site, scope)
+    counts = overview_reads.stage_counts(scope)
+    week = overview_reads.queue_week(scope, now)
+    hour = overview_reads.queue_hour(scope, now)
+    return {
+        "now": now,
+        "stages": [(stage, counts[stage], links.jobs(stage)) for stage in counts],
+        "rates": overview_reads.throughput(scope, now),
+        "waits": [
+            (w, present.wait_bound(w.median_ms), present.wait_bound(w.p95_ms))
+            for w in overview_reads.wait_figures(scope, now)
+        ],
+        "hour_chart": charts.build(
+            "Last hour", hour, now - overview_reads.HOUR, now, timedelta(minutes=10), "%H:%M"
+        ),
+        "week_chart": charts.build(
+            "Last 7 days (hourly peak)",
+            week,
+            now - overview_reads.WEEK,
+            now,
+            timedelta(days=1),
+            "%a %d",
+        ),
+        "workers": overview_reads.workers(scope, now),
+        "database_size": overview_reads.database_size(scope),
+        "live_url": links.url("live"),
+        "refresh_seconds": REFRESH_SECONDS,
+    }
+
+
+@viewer_required
+def overview(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    scope = resolve(request)
+    return page(
+        request, site, scope, "overview.html", "Later dashboard", **overview_context(site, scope)
+    )
+
+
+@viewer_required
+def overview_live(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    """The overview's live panels alone, fetched by the page every few seconds."""
+    scope = resolve(request)
+    context = {"scope": scope, **overview_context(site, scope)}
+    return TemplateResponse(request, "later/dashboard/_live.html", context)
+
+
+@viewer_required
+def find_job(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    scope = resolve(request)
+    links = Links(site, scope)
+    job_id = request.GET.get("job_id", "").strip().lower()
+    if job_id and listing.index_row(scope, job_id) is not None:
+        return redirect(links.job(job_id))
+    messages.warning(request, f"No job {job_id!r} in namespace {scope.namespace!r}.")
+    return redirect(links.url("changelist"))
+
+
+@viewer_required
+def jobs(request: HttpRequest, site: AdminSite, stage: str) -> HttpResponse:
+    if stage not in STAGE_ACTIONS:
+        raise Http404(f"Stage {stage!r} is unknown; stages are {', '.join(STAGE_ACTIONS)}.")
+    scope = resolve(request)
+    links = Links(site, scope)
+    task = request.GET.get("task", "").strip()[:FILTER_LENGTH]
+    queue = request.GET.get("queue", "").strip()[:FILTER_LENGTH]
+    try:
+        after = listing.Cursor.parse(request.GET["after"]) if request.GET.get("after") else None
+    except listing.BadCursor as e:
+        return HttpResponseBadRequest(str(e))
+    now = timezone.now()
+    found = listing.jobs_by_stage(scope, stage, now, task=task, queue=queue, after=after)
+    counts = overview_reads.stage_counts(scope)
+    allowed = permissions.allowed_actions(request.user)
+    return page(
+        request,
+        site,
+        scope,
+        "jobs.html",
+        f"{stage.capitalize()} jobs",
+        stage=stage,
+        tabs=[(s, counts[s], links.jobs(s), s == stage) for s in counts],
+        rows=links.linked_jobs(found.rows),
+        task=task,
+        queue=queue,
+        first_url=links.jobs(stage, task=task, queue=queue) if after else None,
+        clear_url=links.jobs(stage),
+        next_url=(
+            links.jobs(stage, task=task, queue=queue, after=str(found.next_cursor))
+            if found.next_cursor
+            else None
+        ),
+        scanned=found.scanned,
+        actions=[a for a in STAGE_ACTIONS[stage] if a in allowed],
+        bulk_url=links.url("bulk", stage),
+        page_url=links.jobs(stage, task=task, queue=queue, after=request.GET.get("after")),
+        filters_namespace=scope.query.get("namespace", ""),
+    )
+
+
+@viewer_required
+def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
+    scope = resolve(request)
+    links = Links(site, scope)
+    try:
+        record = engine.get_job(job_id, namespace=scope.namespace)
+    except JobNotFound as e:
+        raise Http404(str(e)) from e
+    row = listing.index_row(scope, job_id)
+    previous, following = listing.partition_neighbours(scope, row) if row else (None, None)
+    children, more_children = listing.continuations(scope, job_id)
+    allowed = permissions.allowed_actions(request.user)
+    actions = [
+        (action, links.url("action", job_id, action))
+        for action in STAGE_ACTIONS.get(record.stage, ())
+        if action in allowed
+    ]
+    return page(
+        request,
+        site,
+        scope,
+        "job.html",
+        f"Job {job_id}",
+        job=record,
+        row=row,
+        args_text=present.pretty(record.args),
+        kwargs_text=present.pretty(record.kwargs),
+        return_text=present.pretty(record.return_value),
+        stage_url=links.jobs(record.stage),
+        parent_url=links.job(record.parent_id) if record.parent_id else None,
+        previous=links.linked_jobs([previous])[0] if previous else None,
+        following=links.linked_jobs([following])[0] if following else None,
+        continuations=links.linked_jobs(children),
+        more_continuations=more_children,
+        lease=listing.lease(scope, row) if row else None,
+        partition_url=(
+            links.url("partition", record.topic, record.partition)
+            if record.topic is not None and record.partition is not None
+            else None
+        ),
+        actions=actions,
+    )
+
+
+@viewer_required
+def topic_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    scope = resolve(request)
+    links = Links(site, scope)
+    now = timezone.now()
+    found, more = topics.topics(scope, now)
+    groups, more_groups = topics.consumer_groups(scope, now)
+    return page(
+        request,
+        site,
+        scope,
+        "topics.html",
+        "Topics",
+        topics=[(t, links.url("topic", t.name)) for t in found],
+        more_topics=more,
+        groups=groups,
+        more_groups=more_groups,
+    )
+
+
+@viewer_required
+def topic_detail(request: HttpRequest, site: AdminSite, topic: str) -> HttpResponse:
+    scope = resolve(request)
+    links = Links(site, scope)
+    found = topics.topic(scope, topic)
+    if found is None:
+        raise Http404(f"Topic {topic!r} does not exist in namespace {scope.namespace!r}.")
+    try:
+        start = max(int(request.GET.get("from", "0")), 0)
+    except ValueError:
+        return HttpResponseBadRequest("'from' must be a partition number.")
+    now = timezone.now()
+    rows = topics.partitions(scope, found, start, now)
+    step = topics.PARTITION_PAGE
+    return page(
+        request,
+        site,
+        scope,
+        "topic.html",
+        f"Topic {topic}",
+        topic=found,
+        rows=[
+            (
+                r,
+                links.url("partition", topic, r.partition),
+                links.job(r.head_job_id) if r.head_job_id else None,
+            )
+            for r in rows
+        ],
+        previous_url=links.url("topic", topic, **{"from": max(start - step, 0)})
+        if start > 0
+        else None,
+        next_url=links.url("topic", topic, **{"from": start + step})
+        if start + step < found.partition_count
+        else None,
+        topic_url=links.url("topic", topic),
+    )
+
+
+@viewer_required
+def partition_detail(
+    request: HttpRequest, site: AdminSite, topic: str, partition: int
+) -> HttpResponse:
+    scope = resolve(request)
+    links = Links(site, scope)
+    found = topics.topic(scope, topic)
+    if found is None or partition >= found.partition_count:
+        raise Http404(f"Topic {topic!r} has no partition {partition} in {scope.namespace!r}.")
+    try:
+        below = int(request.GET["below"]) if request.GET.get("below") else None
+    except ValueError:
+        return HttpResponseBadRequest("'below' must be a sequence number.")
+    rows, following = listing.partition_jobs(scope, topic, partition, below=below)
+    return page(
+        request,
+        site,
+        scope,
+        "partition.html",
+        f"{topic} partition {partition}",
+        topic=found,
+        partition=partition,
+        topic_url=links.url("topic", topic),
+        rows=links.linked_jobs(rows),
+        first_url=links.url("partition", topic, partition) if below is not None else None,
+        next_url=links.url("partition", topic, partition, below=following) if following else None,
+    )

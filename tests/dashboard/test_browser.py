@@ -1,0 +1,197 @@
+"""End to end in headless Chromium: log in, read counts, open a failed job, retry it.
+
+The failed job is made by the real engine: enqueued through Django's tasks API
+and run by a real ``later_worker --burst`` subprocess. Set
+``LATER_DASHBOARD_SCREENSHOTS=docs/img`` to also save a screenshot of each page.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from later_django.jobs import get_job
+
+from . import tasks
+from .conftest import NAMESPACE
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = os.environ.get("LATER_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.fail(
+            f"Chromium is not at {CHROMIUM}; install Debian's chromium or set LATER_CHROMIUM."
+        )
+    # Playwright's sync API keeps an event loop on this thread; the ORM calls the
+    # tests make between page steps are still ordinary synchronous calls.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(15_000)
+    yield opened
+    context.close()
+
+
+def user(username: str, *, staff: bool, codenames: tuple[str, ...] = ()) -> User:
+    created = User.objects.create_user(username, password=PASSWORD, is_staff=staff)
+    created.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return created
+
+
+def log_in(page, live_server, username: str) -> None:
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_load_state()
+
+
+def tile(page, stage: str) -> str:
+    return page.inner_text(f'[data-stage="{stage}"] .later-tile-value')
+
+
+def test_an_operator_finds_a_failed_job_and_retries_it(page, live_server, run_burst):
+    user(
+        "operator",
+        staff=True,
+        codenames=("view_jobindexrow", "change_jobindexrow", "delete_jobindexrow"),
+    )
+    failing = tasks.explode.enqueue("card <b>declined</b>")
+    tasks.echo.enqueue({"ok": True})
+    run_burst()
+
+    log_in(page, live_server, "operator")
+    page.click('a[href="/admin/later/dashboard/"]')
+    assert page.inner_text("h1") == "Later dashboard"
+    assert tile(page, "failed") == "1"
+    assert tile(page, "success") == "1"
+    assert tile(page, "enqueued") == "0"
+
+    page.click('[data-stage="failed"]')
+    page.click(f'a[href^="/admin/later/dashboard/job/{failing.id}/"]')
+    assert page.inner_text("h1") == f"Job {failing.id}"
+    assert "tests.dashboard.tasks.explode" in page.inner_text(".later-facts")
+    errors = page.inner_text("#later-errors")
+    assert "builtins.ValueError" in errors
+    assert "ValueError: card <b>declined</b>" in errors  # shown as text, not markup
+    assert page.locator("#later-errors b").count() == 0
+
+    page.click(".later-action-retry")
+    assert "Are you sure you want to run this job again?" in page.inner_text("#content")
+    page.click('input[type=submit][value="Yes, retry"]')
+    assert f"Job {failing.id} retried." in page.inner_text(".messagelist")
+    assert "enqueued" in page.inner_text(".later-facts")
+    assert get_job(failing.id, namespace=NAMESPACE).stage == "enqueued"
+
+    run_burst()
+    page.goto(f"{live_server.url}/admin/later/dashboard/")
+    assert tile(page, "failed") == "1"
+    assert len(get_job(failing.id, namespace=NAMESPACE).errors) == 2
+
+
+def test_the_overview_refreshes_itself_without_reloading(page, live_server, make_job):
+    user("watcher", staff=True, codenames=("view_jobindexrow",))
+    log_in(page, live_server, "watcher")
+    page.goto(f"{live_server.url}/admin/later/dashboard/")
+    assert tile(page, "failed") == "0"
+    page.evaluate("window.laterMarker = 1")
+    make_job("failed")
+    page.wait_for_function(
+        "document.querySelector('[data-stage=\"failed\"] .later-tile-value').textContent === '1'",
+        timeout=15_000,
+    )
+    assert page.evaluate("window.laterMarker") == 1
+
+
+def test_people_without_access_see_nothing(page, live_server, make_job):
+    make_job("failed", task_path="secret.tasks.payroll")
+    dashboard = f"{live_server.url}/admin/later/dashboard/"
+
+    page.goto(dashboard)
+    assert "/admin/login/" in page.url
+    assert page.locator(".later-tile").count() == 0
+
+    user("customer", staff=False, codenames=("view_jobindexrow",))
+    log_in(page, live_server, "customer")
+    page.goto(dashboard)
+    assert "/admin/login/" in page.url
+    assert page.locator(".later-tile").count() == 0
+    page.context.clear_cookies()
+
+    user("intern", staff=True)
+    log_in(page, live_server, "intern")
+    assert page.locator('a[href="/admin/later/dashboard/"]').count() == 0
+    response = page.goto(dashboard)
+    assert response is not None
+    assert response.status == 403
+    failed = page.goto(f"{dashboard}jobs/failed/")
+    assert failed is not None
+    assert failed.status == 403
+    assert "secret.tasks.payroll" not in page.content()
+
+
+@pytest.mark.skipif(
+    not os.environ.get("LATER_DASHBOARD_SCREENSHOTS"),
+    reason="set LATER_DASHBOARD_SCREENSHOTS=<directory> to save screenshots of each page",
+)
+def test_screenshots_of_every_page(page, live_server, run_burst):
+    from django.utils import timezone
+
+    from . import demo
+
+    target = Path(os.environ["LATER_DASHBOARD_SCREENSHOTS"])
+    target.mkdir(parents=True, exist_ok=True)
+    user(
+        "operator",
+        staff=True,
+        codenames=("view_jobindexrow", "change_jobindexrow", "delete_jobindexrow"),
+    )
+    failing = tasks.explode.enqueue("card declined for order 1042")
+    for i in range(6):
+        tasks.echo.enqueue({"order": 1040 + i})
+    run_burst()
+    demo.fill(NAMESPACE, timezone.now())
+    log_in(page, live_server, "operator")
+
+    def shoot(path: str, name: str) -> None:
+        page.goto(f"{live_server.url}{path}")
+        page.screenshot(path=str(target / f"{name}.png"), full_page=True)
+
+    shoot("/admin/", "admin-index")
+    shoot("/admin/later/dashboard/", "overview")
+    shoot("/admin/later/dashboard/jobs/failed/", "jobs-failed")
+    shoot("/admin/later/dashboard/jobs/success/", "jobs-success")
+    shoot(f"/admin/later/dashboard/job/{failing.id}/", "job-failed")
+    shoot(f"/admin/later/dashboard/job/{failing.id}/retry/", "confirm-retry")
+    shoot("/admin/later/dashboard/topics/", "topics")
+    shoot("/admin/later/dashboard/topics/orders/", "topic-partitions")
+    shoot("/admin/later/dashboard/topics/orders/5/", "partition-jobs")
+    shoot("/admin/later/jobindexrow/", "changelist-jobs")
