@@ -13,7 +13,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 TASKS = {
     "default": {
         "BACKEND": "later_django.backend.LaterBackend",
-        "OPTIONS": {"namespace": "bench"},
+        "OPTIONS": {"namespace": "bench", "topics": {"bench": 16}},
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

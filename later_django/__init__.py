@@ -1,5 +1,24 @@
 """Durable background jobs for Django, kept in the project's own database."""
 
+from typing import TYPE_CHECKING, Any
+
+from .topics.routing import partition_for_key
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "list_schedules", "partition_for_key", "schedule", "unschedule"]
+
+if TYPE_CHECKING:
+    from .schedules.api import list_schedules, schedule, unschedule
+
+_LAZY = {"list_schedules", "schedule", "unschedule"}
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the schedule API needs the app registry, and the
+    # package is imported (from settings, for instance) before apps are ready.
+    if name in _LAZY:
+        from .schedules import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

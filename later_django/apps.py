@@ -9,3 +9,4 @@ class LaterConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .topics import receivers  # noqa: F401  (registers topics after migrate)

@@ -24,6 +24,7 @@ from .enqueue import NewJob, insert_jobs
 from .exceptions import InvalidArgument
 from .records import JobRecord, check_arguments, new_job_id, to_micros
 from .results import load_result
+from .topics.enqueueing import insert_with_partitions, route_fields, validate_routing
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +120,10 @@ class LaterBackend(BaseTaskBackend):
                     id="later.E002",
                 )
             )
+        else:
+            from .schedules.definitions import check_declared
+
+            errors.extend(check_declared(self))
         if self.later.database not in settings.DATABASES:
             errors.append(
                 checks.Error(
@@ -204,6 +209,7 @@ class LaterBackend(BaseTaskBackend):
                 backoff_module.resolve(task.backoff)
             except InvalidArgument as e:
                 raise InvalidTask(str(e)) from e
+        validate_routing(task)
 
     def backoff_for(self, task: Task) -> backoff_module.BackoffPolicy:
         if isinstance(task, LaterTask) and task.backoff is not None:
@@ -236,6 +242,7 @@ class LaterBackend(BaseTaskBackend):
             ),
             timeout=task.timeout if isinstance(task, LaterTask) else None,
             parent_id=task.after if isinstance(task, LaterTask) else None,
+            **route_fields(self, task),
         )
         stage = "delayed" if run_at > now else "enqueued"
         return NewJob(record=record, stage=stage, run_at=run_at, enqueued_at=now)
@@ -261,6 +268,10 @@ class LaterBackend(BaseTaskBackend):
         return result
 
     def _insert(self, jobs: list[NewJob]) -> None:
+        # Ordered (topic) jobs get their sequence numbers in the same transaction.
+        insert_with_partitions(self, jobs, self._insert_rows)
+
+    def _insert_rows(self, jobs: Sequence[NewJob]) -> None:
         if any(job.record.parent_id is not None for job in jobs):
             # Continuations take their stage from the parent's, read under a lock.
             insert_continuations(self, jobs)

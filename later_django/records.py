@@ -113,8 +113,10 @@ class JobRecord:
             known = set(cls.__dataclass_fields__)
             return cls(**{k: v for k, v in data.items() if k in known})
         except Exception as e:
+            # msgpack raises some errors (FormatError) with no message at all.
+            cause = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             raise PayloadDecodeError(
-                f"Stored record of job {job_id!r} cannot be decoded ({type(e).__name__}: {e}); "
+                f"Stored record of job {job_id!r} cannot be decoded ({cause}); "
                 "it must be a msgpack map written by later_django."
             ) from e
 

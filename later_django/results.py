@@ -72,7 +72,11 @@ def resolve_task(task_path: str) -> Task:
 
 def build_result(backend: LaterBackend, row: JobIndexRow, record: JobRecord) -> TaskResult:
     task = resolve_task(record.task_path)
-    task = task.using(queue_name=record.queue_name, priority=record.priority)
+    task = task.using(
+        queue_name=record.queue_name,
+        priority=record.priority,
+        run_after=from_micros(record.run_after),
+    )
     attempts = record.attempts
     result: TaskResult = TaskResult(
         task=task,

@@ -208,6 +208,23 @@ def claim(
     return claimed
 
 
+def runnable(namespace: str, *, queues: list[str] | None, using: str) -> bool:
+    """Whether any command is claimable now (a plain read: it neither locks nor skips)."""
+    connection = connection_for(using)
+    params: list[Any] = [namespace, to_db(connection, timezone.now())]
+    queue_filter = ""
+    if queues:
+        queue_filter = f" AND queue_name IN ({placeholders(len(queues))})"
+        params.extend(queues)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM later_delivery_queue WHERE namespace = %s AND available_at <= %s"
+            f"{queue_filter} LIMIT 1",
+            params,
+        )
+        return cursor.fetchone() is not None
+
+
 def _decode(row: tuple, owner: str, now: datetime) -> Claimed:
     job_id, enqueued_at, ready_at, epoch, previous_owner, raw = row
     item = Claimed(

@@ -12,7 +12,7 @@ from traceback import format_exception
 from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections
-from django.tasks import TaskContext, TaskResultStatus
+from django.tasks import TaskResultStatus
 from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 
@@ -20,6 +20,7 @@ from ..backoff import delay_seconds
 from ..exceptions import LaterError, TaskTimeout
 from ..records import ErrorEntry, JobRecord, check_value, to_micros
 from ..results import build_result, resolve_task
+from ..topics.context import context_for
 from .claiming import LOST_ATTEMPTS_LIMIT, Claimed
 from .outcomes import FAILED, RETRY, SUCCESS, Outcome
 
@@ -103,7 +104,7 @@ def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
         task_started.send(sender=type(backend), task_result=result)
         args = list(record.args)
         if task.takes_context:
-            args.insert(0, TaskContext(task_result=result))
+            args.insert(0, context_for(item, result))  # ordered jobs also see their epoch
         try:
             value = _call(task, args, record.kwargs, record.timeout)
             value = check_value(value, name="return value", task_path=record.task_path)

@@ -19,18 +19,28 @@ logger = logging.getLogger(__name__)
 PROMOTE_BATCH = 500
 SAMPLE_RETENTION = timedelta(days=7)
 METRIC_RETENTION = timedelta(days=2)
+RECONCILE_LOCK_TIMEOUT_MS = 200
 
 
-def promote_due(namespace: str, *, using: str, now: datetime | None = None) -> list[str]:
-    """Move delayed and requeued jobs whose time has come into the delivery queue."""
+def promote_due(
+    namespace: str, *, using: str, now: datetime | None = None, skip_locked: bool = True
+) -> list[str]:
+    """Move delayed and requeued jobs whose time has come into the delivery queue.
+
+    With ``skip_locked=False`` (PostgreSQL) it waits for a promotion another
+    thread or worker has in flight instead of passing over its rows, so an empty
+    answer means nothing is due any more.
+    """
     connection = connection_for(using)
     now = now or timezone.now()
+    lock = ""
+    if is_postgres(connection):
+        lock = " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
     with write_transaction(using) as cursor:
         cursor.execute(
             "SELECT job_id, queue_name, priority, enqueued_at FROM later_jobs_index "
             "WHERE namespace = %s AND stage IN ('delayed', 'requeued') AND run_at <= %s "
-            "AND topic IS NULL ORDER BY run_at LIMIT %s"
-            + (" FOR UPDATE SKIP LOCKED" if is_postgres(connection) else ""),
+            "AND topic IS NULL ORDER BY run_at LIMIT %s" + lock,
             [namespace, to_db(connection, now), PROMOTE_BATCH],
         )
         due = cursor.fetchall()
@@ -130,7 +140,13 @@ def reconcile_stage_counts(namespace: str, *, using: str) -> dict[str, int]:
         if is_postgres(connection):
             # Blocks every writer of the index (and so every counter trigger) until the
             # recount commits; locking only this table keeps the order writers use.
+            # While it waits for the lock, every new writer queues behind it, and a
+            # caller's open transaction that enqueued a job can hold it off for as long
+            # as that transaction lasts: so give up quickly (LockNotAvailable, transient)
+            # rather than stall the whole namespace.
+            cursor.execute(f"SET LOCAL lock_timeout = '{RECONCILE_LOCK_TIMEOUT_MS}ms'")
             cursor.execute("LOCK TABLE later_jobs_index IN SHARE MODE")
+            cursor.execute("SET LOCAL lock_timeout TO DEFAULT")
         cursor.execute(
             "SELECT stage, COUNT(*) FROM later_jobs_index WHERE namespace = %s GROUP BY stage",
             [namespace],

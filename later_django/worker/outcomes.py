@@ -18,6 +18,7 @@ from django.utils import timezone
 from .. import continuations
 from ..db import connection_for, is_postgres, placeholders, to_db, write_transaction
 from ..records import JobRecord, job_key, to_micros
+from ..topics import completion as partitions
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +51,10 @@ WITH v AS (
 ), held AS (
     SELECT v.* FROM v JOIN fenced USING (job_id)
 ), stored AS (
-    UPDATE later_storage AS s SET value = held.value, date_expire = held.date_expire
+    UPDATE later_storage AS s SET value = COALESCE(held.value, s.value),
+        date_expire = held.date_expire
     FROM held
-    WHERE s.namespace = %(ns)s AND s.key = 'job:' || held.job_id AND held.value IS NOT NULL
+    WHERE s.namespace = %(ns)s AND s.key = 'job:' || held.job_id
 ), indexed AS (
     UPDATE later_jobs_index AS i SET stage = held.stage, finished_at = held.finished_at,
         transitioned_at = %(now)s, run_at = held.run_at, date_expire = held.date_expire,
@@ -106,6 +108,7 @@ def record_outcomes(
                 o.record.finished_at = to_micros(o.finished_at)
         plans.append((o, stage, run_at, terminal))
     with write_transaction(using) as cursor:
+        heads = partitions.lock_heads(cursor, namespace, outcomes)  # before execution leases
         if is_postgres(connection):
             cursor.execute(
                 PG_OUTCOMES,
@@ -126,6 +129,9 @@ def record_outcomes(
             held = {row[0] for row in cursor.fetchall()}
         else:
             held = _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at)
+        # A finished head advances its partition in the transaction that stores its state.
+        settled = [p for p in plans if p[0].job_id in held]
+        partitions.settle(cursor, namespace, owner, settled, heads, now)
         # Children are released or cancelled in the same transaction as their parents end.
         continuations.settle(
             cursor,
@@ -163,17 +169,18 @@ def _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at) 
     plans = [p for p in plans if p[0].job_id in held]
     if not plans:
         return held
+    # A record that could not be decoded keeps its bytes but still expires with its job.
     cursor.executemany(
-        "UPDATE later_storage SET value = %s, date_expire = %s WHERE namespace = %s AND key = %s",
+        "UPDATE later_storage SET value = COALESCE(%s, value), date_expire = %s "
+        "WHERE namespace = %s AND key = %s",
         [
             (
-                o.record.encode(),
+                o.record.encode() if o.record is not None else None,
                 to_db(connection, expire_at) if t else None,
                 namespace,
                 job_key(o.job_id),
             )
             for o, _, _, t in plans
-            if o.record is not None
         ],
     )
     cursor.executemany(

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from django.tasks import task_backends
+from django.tasks.exceptions import InvalidTaskBackend
 from django.utils import timezone
 
 from ..backend import LaterBackend
 from ..conf import later_settings
 from ..db import retrying
 from ..exceptions import InterruptedByTimeout, LaterError
+from ..topics import runtime as partitions
 from .claiming import BATCH, Claimed, claim
 from .executing import execute, failed_outcome
 from .metrics import MetricsBatch
@@ -60,7 +62,13 @@ def new_worker_id() -> str:
 
 class Worker:
     def __init__(self, config: WorkerConfig) -> None:
-        backend = task_backends[config.backend]
+        try:
+            backend = task_backends[config.backend]
+        except InvalidTaskBackend as e:
+            raise LaterError(
+                f"Task backend {config.backend!r} is not in settings.TASKS; its aliases are "
+                f"{', '.join(task_backends.settings)}."
+            ) from e
         if not isinstance(backend, LaterBackend):
             raise LaterError(
                 f"Task backend {config.backend!r} is {type(backend).__name__}; later_worker "
@@ -94,6 +102,7 @@ class Worker:
         self.drain_deadline = 0.0
         self.started_at = timezone.now()
         self.capacity = config.concurrency + min(config.concurrency, BATCH)
+        partitions.start(self)  # refuses to start with a mismatched topic layout
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -183,6 +192,7 @@ class Worker:
             self._collect_outcomes()
             self._check_timeouts()
             if self.stop_requested.is_set():
+                self._release_unstarted()
                 if self._settled():
                     return
                 if time.monotonic() >= self.drain_deadline:
@@ -206,20 +216,39 @@ class Worker:
             if claimed:
                 continue
             if self.config.burst and self._settled():
-                from .maintenance import promote_due
-
-                if retrying(lambda: promote_due(self.namespace, using=self.using), what="promote"):
+                if self._more_to_do():
                     continue
                 return
             idle_wait(self.wake, poll if free > 0 else 1.0, watcher if free > 0 else None)
+
+    def _more_to_do(self) -> bool:
+        """Before a burst worker exits: promote what is due, then look for anything runnable.
+
+        The maintenance thread promotes too, and a command it has just queued can
+        postdate the claim that found nothing; so wait for its promotion, then look.
+        """
+        from .claiming import runnable
+        from .maintenance import promote_due
+
+        if retrying(
+            lambda: promote_due(self.namespace, using=self.using, skip_locked=False),
+            what="promote",
+            using=self.using,
+        ):
+            return True
+        return retrying(
+            lambda: runnable(self.namespace, queues=self.config.queues, using=self.using),
+            what="runnable",
+            using=self.using,
+        )
 
     def _settled(self) -> bool:
         """Whether nothing is running and every outcome has been stored."""
         with self.lock:
             return not self.running and self.outbox.empty() and not self.pending
 
-    def _claim(self, free: int) -> list[Claimed]:
-        claimed = retrying(
+    def _claim_queue(self, free: int) -> list[Claimed]:
+        return retrying(
             lambda: claim(
                 self.namespace,
                 self.id,
@@ -231,6 +260,9 @@ class Worker:
             what="claim",
             using=self.using,
         )
+
+    def _claim(self, free: int) -> list[Claimed]:
+        claimed = partitions.claim(self, free, self._claim_queue)  # heads and commands in turns
         if not claimed:
             return claimed
         now = timezone.now()
@@ -238,7 +270,8 @@ class Worker:
         self.metrics.transition("running", now, len(claimed))
         with self.lock:
             for item in claimed:
-                self.metrics.wait("regular", (now - item.available_at).total_seconds() * 1000, now)
+                mode = partitions.wait_mode(item)
+                self.metrics.wait(mode, (now - item.available_at).total_seconds() * 1000, now)
                 self.running[item.job_id] = Running(
                     item=item,
                     started=time.monotonic(),
@@ -328,13 +361,31 @@ class Worker:
             leftovers = list(self.running.values())
             self.running.clear()
         for running in leftovers:
-            record = running.item.record
-            if record is not None and record.attempts:
-                record.attempts.pop()
             logger.warning("job id=%s released at shutdown", running.item.job_id)
-            self.outbox.put(
-                Outcome(running.item.job_id, running.item.epoch, RELEASE, record, timezone.now())
-            )
+            self._release(running)
+
+    def _release_unstarted(self) -> None:
+        """Hand back claimed jobs still waiting in the inbox: stopping starts nothing new."""
+        while True:
+            try:
+                item = self.inbox.get_nowait()
+            except queue.Empty:
+                return
+            if item is None:
+                continue
+            with self.lock:
+                running = self.running.pop(item.job_id, None)
+            if running is not None:
+                logger.info("job id=%s released at shutdown before it started", item.job_id)
+                self._release(running)
+
+    def _release(self, running: Running) -> None:
+        record = running.item.record
+        if record is not None and record.attempts:
+            record.attempts.pop()
+        self.outbox.put(
+            Outcome(running.item.job_id, running.item.epoch, RELEASE, record, timezone.now())
+        )
 
     # -- outcomes ----------------------------------------------------------------------------
 

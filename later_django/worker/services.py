@@ -12,10 +12,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from django.db import DatabaseError
 from django.db import connection as thread_connection
 
 from ..conf import later_settings
-from ..db import retrying
+from ..db import is_transient, retrying
+from ..schedules import ticking as schedules
+from ..topics import runtime as partitions
 from . import leases, maintenance
 
 if TYPE_CHECKING:
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RECONCILE_INTERVAL = 3600.0
+RECONCILE_RETRY = 60.0
 METRICS_INTERVAL = 1.0
 
 
@@ -62,6 +66,8 @@ class Services:
     def start(self) -> None:
         if self.threads:
             return
+        w = self.worker
+        retrying(lambda: schedules.sync_declared(w.backend), what="schedule sync", using=w.using)
         self.threads = [
             Periodic("later-heartbeat", lambda: later_settings.heartbeat_interval, self.heartbeat),
             Periodic(
@@ -94,6 +100,7 @@ class Services:
             what="lease renewal",
             using=w.using,
         )
+        partitions.heartbeat(w)  # leases of the partition heads this worker is running
         retrying(
             lambda: leases.heartbeat(
                 w.namespace,
@@ -119,15 +126,15 @@ class Services:
         ns, using = w.namespace, w.using
         if retrying(lambda: maintenance.promote_due(ns, using=using), what="promotion"):
             w.wake.set()
+        if retrying(lambda: schedules.run_due(w.backend), what="schedules", using=using):
+            w.wake.set()
         if self.due("metrics", METRICS_INTERVAL):
             w.metrics.flush(ns, using=using)
+        partitions.duties(self)  # truncation behind heads, healing headless partitions
         if self.due("sample", 60.0):
             retrying(lambda: maintenance.record_queue_sample(ns, using=using), what="queue sample")
         if self.due("reconcile", RECONCILE_INTERVAL):
-            counts = retrying(
-                lambda: maintenance.reconcile_stage_counts(ns, using=using), what="reconcile"
-            )
-            logger.debug("stage counts reconciled namespace=%s counts=%s", ns, counts)
+            self.reconcile()
         if self.due("sweep", later_settings.sweep_interval):
             self.sweep()
         interval = later_settings.vacuum_interval
@@ -135,6 +142,28 @@ class Services:
             from ..storage import Storage
 
             Storage(ns, using=using).vacuum()
+
+    def reconcile(self) -> None:
+        """Recount the stage counters, or postpone it while the index is busy.
+
+        Not retried at once: each try that waits for the index lock holds up every
+        writer of the namespace meanwhile.
+        """
+        w = self.worker
+        try:
+            counts = maintenance.reconcile_stage_counts(w.namespace, using=w.using)
+        except DatabaseError as e:
+            if not is_transient(e):
+                raise
+            self.last["reconcile"] = time.monotonic() - RECONCILE_INTERVAL + RECONCILE_RETRY
+            logger.info(
+                "stage count recount postponed %ss namespace=%s error=%s",
+                RECONCILE_RETRY,
+                w.namespace,
+                e,
+            )
+            return
+        logger.debug("stage counts reconciled namespace=%s counts=%s", w.namespace, counts)
 
     def sweep(self) -> None:
         from ..storage import Storage

@@ -1,0 +1,155 @@
+"""Claiming runnable partition heads, in one short transaction per round.
+
+Claiming reads ``later_partition_head`` (one row per active partition), never
+the retained partition rows. A head is runnable when it is due, its job is not
+``waiting`` for a parent, and its partition lease is free or lapsed. Taking it
+leases the partition to this worker with an epoch one higher than before,
+gives the job an execution lease with that same epoch (so the fenced outcome
+path applies unchanged), and pushes the head's ``available_at`` to the lease
+expiry: a worker that dies leaves a head that becomes runnable again when its
+lease lapses, with no recovery pass. Heads whose job already ended (cancelled
+while queued) are skipped: the partition moves on to its next row.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, fields
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from ..db import connection_for, is_postgres, to_db, write_transaction
+from ..worker.claiming import Claimed, _decode, _store_lost_attempts
+from .assignment import Preference
+from .completion import PARTITION, advance
+from .picking import lease_sqlite, pick_sql, take_postgres
+
+logger = logging.getLogger(__name__)
+
+ENDED = ("success", "failed", "cancelled")
+ROUNDS = 4
+
+
+@dataclass
+class PartitionClaimed(Claimed):
+    """A claimed head: the job, plus where it sits and the partition lease's epoch."""
+
+    topic: str = ""
+    partition: int = 0
+    sequence: int = 0
+
+
+def claim_heads(
+    namespace: str,
+    owner: str,
+    *,
+    free: int,
+    lease_seconds: float,
+    preference: Preference,
+    queues: list[str] | None,
+    running: set[str],
+    using: str,
+) -> list[PartitionClaimed]:
+    """Lease up to ``free`` runnable heads to ``owner``; preferred partitions first."""
+    claimed: list[PartitionClaimed] = []
+    if not is_postgres(connection_for(using)) and not _any_due(namespace, using):
+        return claimed  # spare SQLite's single write lock when no head is due
+    for _ in range(ROUNDS):
+        if free - len(claimed) < 1:
+            break
+        got, skipped = _round(
+            namespace, owner, free - len(claimed), lease_seconds, preference, queues, running, using
+        )
+        claimed += got
+        if not skipped:
+            break
+    lost = [c for c in claimed if c.record is not None and _took_over(c)]
+    if lost:
+        _store_lost_attempts(namespace, list(lost), using)
+    return claimed
+
+
+def _any_due(namespace: str, using: str) -> bool:
+    connection = connection_for(using)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM later_partition_head h LEFT JOIN later_jobs_index j "
+            "ON j.namespace = h.namespace AND j.job_id = h.job_id WHERE h.namespace = %s "
+            "AND (h.available_at <= %s OR j.stage = 'cancelled') LIMIT 1",
+            [namespace, to_db(connection, timezone.now())],
+        )
+        return cursor.fetchone() is not None
+
+
+def _took_over(item: PartitionClaimed) -> bool:
+    attempts = item.record.attempts if item.record else []
+    return len(attempts) >= 2 and attempts[-2].outcome == "lost"
+
+
+def _round(namespace, owner, room, lease_seconds, preference, queues, running, using):
+    connection = connection_for(using)
+    now = timezone.now()
+    expires = now + timedelta(seconds=lease_seconds)
+    with write_transaction(using) as cursor:
+        if is_postgres(connection):
+            rows = take_postgres(
+                cursor, namespace, owner, now, expires, room, preference, queues, running
+            )
+            taken = [(r[:8], (r[4], r[7] or now, r[5], r[8], r[9], r[10])) for r in rows if r[8]]
+        else:
+            sql, params = pick_sql(connection, namespace, now, room, preference, queues, running)
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+            heads = [r for r in rows if r[6] is not None and r[6] not in ENDED]
+            taken = (
+                lease_sqlite(cursor, connection, namespace, owner, heads, now, expires)
+                if heads
+                else []
+            )
+        ended = [r for r in rows if r[6] is None or r[6] in ENDED]
+        if ended:
+            _skip(cursor, namespace, ended, now)
+    items = []
+    for head, row in taken:
+        item = _decode(row, owner, now)
+        items.append(
+            PartitionClaimed(
+                **{f.name: getattr(item, f.name) for f in fields(Claimed)},
+                topic=head[1],
+                partition=head[2],
+                sequence=head[3],
+            )
+        )
+        logger.debug(
+            "partition head claimed topic=%s partition=%s sequence=%s job id=%s epoch=%s",
+            head[1],
+            head[2],
+            head[3],
+            head[4],
+            item.epoch,
+        )
+    return items, bool(ended)
+
+
+def _skip(cursor: Any, namespace: str, ended: list[tuple], now) -> None:
+    """Move partitions past heads whose job already ended.
+
+    Such a head was cancelled while queued, or was left by an outcome that
+    could not advance it while a producer held its partition's sequence row.
+    """
+    cursor.executemany(
+        f"DELETE FROM later_partition_job WHERE {PARTITION} AND sequence = %s",
+        [(namespace, r[1], r[2], r[3]) for r in ended],
+    )
+    steps = advance(cursor, namespace, [(r[1], r[2]) for r in ended], now)
+    for _, topic, partition, _, job_id, _, stage, *_ in ended:
+        logger.debug(
+            "partition head skipped topic=%s partition=%s job id=%s stage=%s: %s",
+            topic,
+            partition,
+            job_id,
+            stage,
+            steps[(topic, partition)],
+        )

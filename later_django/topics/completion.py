@@ -1,0 +1,219 @@
+"""Finishing and retrying partition heads, in the transaction that stores the outcome.
+
+``lock_heads`` runs first in ``record_outcomes``' transaction, before the
+execution leases are checked, so heads are always locked before execution
+leases (the order claiming uses too). ``settle`` then acts for every outcome
+the worker still held: a finished head (success, or failure after its last
+attempt) deletes its ``later_partition_job`` row and advances the head to the
+next row; a retried or released head stays the head with a new runnable time.
+Either way the partition lease is released (its owner kept as an affinity
+hint) and must match this worker and the outcome's epoch.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..db import is_postgres, placeholders, to_db
+
+logger = logging.getLogger(__name__)
+
+PARTITION = 'namespace = %s AND topic = %s AND "partition" = %s'
+
+
+@dataclass
+class Head:
+    topic: str
+    partition: int
+    sequence: int
+    job_id: str
+    owner: str | None
+    epoch: int | None
+
+
+def lock_heads(cursor: Any, namespace: str, outcomes: list[Any]) -> dict[str, Head]:
+    """Lock the heads that outcomes may finish; return them by job id."""
+    places = sorted(
+        {
+            (o.record.topic, o.record.partition)
+            for o in outcomes
+            if o.record is not None and o.record.topic is not None
+        }
+    )
+    # A job whose record could not be decoded may still be a head; find it by id.
+    unknown = sorted(o.job_id for o in outcomes if o.record is None)
+    if not places and not unknown:
+        return {}
+    where, params = [], [namespace]
+    if places:
+        where.append(f'(h.topic, h."partition") IN ({", ".join(["(%s, %s)"] * len(places))})')
+        params += [v for place in places for v in place]
+    if unknown:
+        where.append(f"h.job_id IN ({placeholders(len(unknown))})")
+        params += unknown
+    cursor.execute(
+        'SELECT h.topic, h."partition", h.sequence, h.job_id, l.owner, l.epoch '
+        "FROM later_partition_head h LEFT JOIN later_partition_lease l "
+        'ON l.namespace = h.namespace AND l.topic = h.topic AND l."partition" = h."partition" '
+        f"WHERE h.namespace = %s AND ({' OR '.join(where)}) "
+        'ORDER BY h.topic, h."partition"' + (" FOR UPDATE OF h" if is_postgres(cursor.db) else ""),
+        params,
+    )
+    ids = {o.job_id for o in outcomes}
+    return {row[3]: Head(*row) for row in cursor.fetchall() if row[3] in ids}
+
+
+def settle(
+    cursor: Any,
+    namespace: str,
+    owner: str,
+    plans: list[tuple],
+    heads: dict[str, Head],
+    now: datetime,
+) -> None:
+    """Advance or keep the heads of held outcomes; ``plans`` are (outcome, stage, run_at, _)."""
+    connection = cursor.db
+    released, kept, finished = [], [], []
+    for outcome, stage, run_at, _ in plans:
+        head = heads.get(outcome.job_id)
+        if head is None:
+            continue  # not a head: an ordinary job, or one retried outside its partition
+        if head.owner != owner or head.epoch != outcome.epoch:
+            logger.error(
+                "partition lease of topic=%s partition=%s is owner=%s epoch=%s, not owner=%s "
+                "epoch=%s; head job id=%s left for claiming to settle",
+                head.topic,
+                head.partition,
+                head.owner,
+                head.epoch,
+                owner,
+                outcome.epoch,
+                head.job_id,
+            )
+            continue
+        released.append((to_db(connection, now), namespace, head.topic, head.partition))
+        if stage in ("success", "failed"):
+            finished.append(head)
+            if stage == "failed":
+                logger.warning(
+                    "partition moves on: topic=%s partition=%s sequence=%s job id=%s failed",
+                    head.topic,
+                    head.partition,
+                    head.sequence,
+                    head.job_id,
+                )
+        else:
+            kept.append((head, run_at or now))
+            if run_at is not None and run_at > now:
+                logger.info(
+                    "partition blocked: topic=%s partition=%s until=%s by retrying job id=%s",
+                    head.topic,
+                    head.partition,
+                    run_at.isoformat(),
+                    head.job_id,
+                )
+    if released:
+        cursor.executemany(
+            f"UPDATE later_partition_lease SET expires_at = %s WHERE {PARTITION}", released
+        )
+    if kept:
+        cursor.executemany(
+            f"UPDATE later_partition_head SET available_at = %s WHERE {PARTITION}",
+            [(to_db(connection, at), namespace, h.topic, h.partition) for h, at in kept],
+        )
+        cursor.executemany(
+            f"UPDATE later_partition_job SET available_at = %s WHERE {PARTITION} AND sequence = %s",
+            [
+                (to_db(connection, at), namespace, h.topic, h.partition, h.sequence)
+                for h, at in kept
+            ],
+        )
+    if finished:
+        cursor.executemany(
+            f"DELETE FROM later_partition_job WHERE {PARTITION} AND sequence = %s",
+            [(namespace, h.topic, h.partition, h.sequence) for h in finished],
+        )
+        advance(cursor, namespace, [(h.topic, h.partition) for h in finished], now)
+
+
+def advance(
+    cursor: Any, namespace: str, places: list[tuple[str, int]], now: datetime
+) -> dict[tuple[str, int], str]:
+    """Point locked heads at their partitions' first remaining rows, or end the partitions.
+
+    The finished rows must already be deleted. Returns, per partition,
+    "advanced", "emptied" or "deferred". On PostgreSQL a producer that has
+    allocated a sequence number but not committed holds the partition's
+    sequence row; its row is invisible here, so ending the partition now would
+    strand it. Such a head is left on the finished job, runnable at once, and
+    the next claim advances it (claiming skips heads whose job has ended).
+    """
+    if not places:
+        return {}
+    connection = cursor.db
+    places = sorted(set(places))
+    pairs = ", ".join(["(%s, %s)"] * len(places))
+    flat = [v for place in places for v in place]
+    steps: dict[tuple[str, int], str] = {}
+    if is_postgres(connection):
+        cursor.execute(
+            'SELECT topic, "partition" FROM later_partition_sequence WHERE namespace = %s '
+            f'AND (topic, "partition") IN ({pairs}) ORDER BY topic, "partition" '
+            "FOR UPDATE SKIP LOCKED",
+            [namespace, *flat],
+        )
+        free = set(cursor.fetchall())
+        busy = [place for place in places if place not in free]
+        if busy:
+            cursor.executemany(
+                f"UPDATE later_partition_head SET available_at = %s WHERE {PARTITION}",
+                [(to_db(connection, now), namespace, *place) for place in busy],
+            )
+            steps.update((place, "deferred") for place in busy)
+            places = [place for place in places if place in free]
+            if not places:
+                return steps
+            pairs = ", ".join(["(%s, %s)"] * len(places))
+            flat = [v for place in places for v in place]
+    if is_postgres(connection):
+        # One index probe per partition; the MIN form below scans every queued row.
+        cursor.execute(
+            'SELECT p.topic, p."partition", n.sequence, n.job_id, n.available_at '
+            f"FROM (VALUES {', '.join(['(%s::text, %s::int)'] * len(places))}) "
+            'AS p(topic, "partition") CROSS JOIN LATERAL (SELECT sequence, job_id, available_at '
+            "FROM later_partition_job j WHERE j.namespace = %s AND j.topic = p.topic "
+            'AND j."partition" = p."partition" ORDER BY j.sequence LIMIT 1) AS n',
+            [*flat, namespace],
+        )
+    else:
+        cursor.execute(
+            'SELECT j.topic, j."partition", j.sequence, j.job_id, j.available_at '
+            "FROM later_partition_job j WHERE j.namespace = %s "
+            f'AND (j.topic, j."partition") IN ({pairs}) '
+            "AND j.sequence = (SELECT MIN(m.sequence) FROM later_partition_job m WHERE "
+            'm.namespace = j.namespace AND m.topic = j.topic AND m."partition" = j."partition")',
+            [namespace, *flat],
+        )
+    following = {(row[0], row[1]): row[2:] for row in cursor.fetchall()}
+    if following:
+        cursor.executemany(
+            "UPDATE later_partition_head SET sequence = %s, job_id = %s, available_at = %s "
+            f"WHERE {PARTITION}",
+            [(*row, namespace, *place) for place, row in following.items()],
+        )
+        steps.update((place, "advanced") for place in following)
+    emptied = [place for place in places if place not in following]
+    if emptied:
+        cursor.executemany(
+            f"DELETE FROM later_partition_head WHERE {PARTITION}",
+            [(namespace, *place) for place in emptied],
+        )
+        cursor.executemany(
+            f"UPDATE later_partition_lease SET owner = NULL, expires_at = NULL WHERE {PARTITION}",
+            [(namespace, *place) for place in emptied],
+        )
+        steps.update((place, "emptied") for place in emptied)
+    return steps

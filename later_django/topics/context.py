@@ -1,0 +1,41 @@
+"""What an ordered task's code learns about its partition: the context's extra fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.tasks import TaskContext, TaskResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionTaskContext(TaskContext):  # type: ignore[misc]
+    """The TaskContext of a job run as its partition's head.
+
+    ``epoch`` is the partition lease's fencing epoch for this run: it rises
+    every time the partition is claimed, so a handler can fence its own writes
+    with it (store it beside the data and refuse a write carrying a lower one;
+    see docs/topics.md). ``sequence`` is the job's place in its partition.
+    """
+
+    topic: str
+    partition: int
+    partition_key: str | None
+    sequence: int
+    epoch: int
+
+
+def context_for(item: Any, result: TaskResult) -> TaskContext:
+    """A PartitionTaskContext for a claimed head, Django's TaskContext for anything else."""
+    from .claiming import PartitionClaimed
+
+    if not isinstance(item, PartitionClaimed):
+        return TaskContext(task_result=result)
+    return PartitionTaskContext(
+        task_result=result,
+        topic=item.topic,
+        partition=item.partition,
+        partition_key=item.record.partition_key if item.record else None,
+        sequence=item.sequence,
+        epoch=item.epoch,
+    )

@@ -1,0 +1,133 @@
+"""How a worker takes part in topics: the calls ``worker/runner.py`` and ``services.py`` make.
+
+Kept here so the engine files each call topics in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..conf import later_settings
+from ..db import retrying
+from . import upkeep
+from .assignment import Assignment
+from .claiming import PartitionClaimed, claim_heads
+from .registry import register_topics
+
+if TYPE_CHECKING:
+    from ..worker.claiming import Claimed
+    from ..worker.runner import Worker
+    from ..worker.services import Services
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _State:
+    assignment: Assignment
+    turn: int = 0
+
+
+_states: weakref.WeakKeyDictionary[Worker, _State] = weakref.WeakKeyDictionary()
+
+
+def _state(worker: Worker) -> _State:
+    state = _states.get(worker)
+    if state is None:
+        state = _State(Assignment(worker.namespace, worker.id, worker.using))
+        _states[worker] = state
+    return state
+
+
+def start(worker: Worker) -> None:
+    """Register the backend's topics before the worker claims anything.
+
+    Raises TopicLayoutMismatch when a topic's stored partition count differs
+    from the configured one, so a misconfigured worker never starts.
+    """
+    topics = retrying(
+        lambda: register_topics(worker.backend), what="topic registration", using=worker.using
+    )
+    logger.info(
+        "topics registered namespace=%s %s",
+        worker.namespace,
+        " ".join(f"{name}={count}" for name, count in sorted(topics.items())),
+    )
+
+
+def claim(worker: Worker, free: int, claim_queue: Callable[[int], list[Claimed]]) -> list[Claimed]:
+    """Claim up to ``free`` jobs: partition heads and delivery-queue commands, in turns.
+
+    Which of the two goes first alternates, so neither starves the other when
+    both have more work than the worker has room for.
+    """
+    state = _state(worker)
+    state.turn += 1
+
+    def heads(room: int) -> list[Claimed]:
+        preference = retrying(
+            state.assignment.current, what="partition assignment", using=worker.using
+        )
+        with worker.lock:
+            running = set(worker.running)
+        found = retrying(
+            lambda: claim_heads(
+                worker.namespace,
+                worker.id,
+                free=room,
+                lease_seconds=worker.backend.later.lease_seconds,
+                preference=preference,
+                queues=worker.config.queues,
+                running=running,
+                using=worker.using,
+            ),
+            what="partition claim",
+            using=worker.using,
+        )
+        return list(found)
+
+    steps = (heads, claim_queue) if state.turn % 2 else (claim_queue, heads)
+    claimed: list[Claimed] = []
+    for step in steps:
+        if free - len(claimed) > 0:
+            claimed += step(free - len(claimed))
+    return claimed
+
+
+def wait_mode(item: Claimed) -> str:
+    """The queue-wait metric a claimed job counts under."""
+    return "sequential" if isinstance(item, PartitionClaimed) else "regular"
+
+
+def heartbeat(worker: Worker) -> None:
+    """Renew the partition leases of the heads this worker is running."""
+    with worker.lock:
+        busy = any(isinstance(r.item, PartitionClaimed) for r in worker.running.values())
+    if busy:
+        retrying(
+            lambda: upkeep.renew(
+                worker.namespace,
+                worker.id,
+                lease_seconds=worker.backend.later.lease_seconds,
+                using=worker.using,
+            ),
+            what="partition lease renewal",
+            using=worker.using,
+        )
+
+
+def duties(services: Services) -> None:
+    """Truncate rows behind heads and heal headless partitions, once per heartbeat interval."""
+    if not services.due("partitions", later_settings.heartbeat_interval):
+        return
+    worker = services.worker
+    ns, using = worker.namespace, worker.using
+    removed = retrying(lambda: upkeep.truncate(ns, using=using), what="partition truncation")
+    healed = retrying(lambda: upkeep.heal(ns, using=using), what="partition healing")
+    if removed or healed:
+        logger.info("partitions tidied namespace=%s truncated=%s healed=%s", ns, removed, healed)
+        worker.wake.set()

@@ -1,0 +1,65 @@
+"""Partition upkeep: renewal of running heads' leases, truncation behind heads, healing."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from later_django.models import PartitionHead, PartitionJob, PartitionLease
+from later_django.topics import upkeep
+from tests.topics import tasks
+
+from .helpers import claim, keys_in_distinct_partitions
+
+pytestmark = pytest.mark.django_db
+
+
+def test_renewal_extends_the_leases_and_heads_only_of_partitions_the_worker_is_running():
+    mine, idle = keys_in_distinct_partitions(2)
+    tasks.step.using(partition_key=mine).enqueue(mine, 0)
+    [item] = claim("worker-a")
+    tasks.step.using(partition_key=idle).enqueue(idle, 0)
+    PartitionLease.objects.create(
+        namespace="tests",
+        topic="orders",
+        partition=99,
+        owner="worker-a",
+        epoch=1,
+        expires_at=timezone.now(),
+    )
+    assert upkeep.renew("tests", "worker-a", lease_seconds=60, using="default") == 1
+    soon = timezone.now() + timedelta(seconds=50)
+    assert PartitionLease.objects.get(partition=item.partition).expires_at > soon
+    assert PartitionHead.objects.get(partition=item.partition).available_at > soon
+    assert PartitionLease.objects.get(partition=99).expires_at < soon
+    assert PartitionHead.objects.exclude(partition=item.partition).get().available_at < soon
+
+
+def test_another_worker_cannot_renew_a_lease_it_does_not_hold():
+    tasks.step.using(partition_key="k").enqueue("k", 0)
+    claim("worker-a")
+    assert upkeep.renew("tests", "worker-b", lease_seconds=60, using="default") == 0
+
+
+def test_truncation_deletes_rows_left_behind_a_head_in_bounded_batches():
+    ids = [tasks.step.using(partition_key="k").enqueue("k", n).id for n in range(5)]
+    head = PartitionHead.objects.get()
+    PartitionJob.objects.filter(sequence=1).delete()
+    head.sequence, head.job_id = 4, ids[3]
+    head.save()
+    assert upkeep.truncate("tests", using="default", limit=1) == 1
+    assert upkeep.truncate("tests", using="default") == 1
+    assert upkeep.truncate("tests", using="default") == 0
+    assert list(PartitionJob.objects.values_list("sequence", flat=True).order_by("sequence")) == [
+        4,
+        5,
+    ]
+
+
+def test_healing_gives_a_headless_partition_its_first_row_back_as_head():
+    ids = [tasks.step.using(partition_key="k").enqueue("k", n).id for n in range(3)]
+    PartitionHead.objects.all().delete()
+    assert upkeep.heal("tests", using="default") == 1
+    head = PartitionHead.objects.get()
+    assert (head.sequence, head.job_id) == (1, ids[0])
+    assert upkeep.heal("tests", using="default") == 0
