@@ -164,6 +164,16 @@ def retry_job(job_id: str, *, namespace: str) -> None:
         record.cancel_reason = None
         record.return_value = None
         record.stage = stage
+        if record.topic is not None:
+            # An ordered job goes back to the tail of its partition, never the shared queue.
+            from .enqueue import NewJob
+            from .topics.enqueueing import requeue_in_partition
+
+            requeue_in_partition(
+                backend, NewJob(record=record, stage=stage, run_at=now, enqueued_at=now)
+            )
+            _save_record(namespace, record, using, None)
+            return
         _save_record(namespace, record, using, None)
         if stage == "waiting":
             return  # its parent's completion releases it

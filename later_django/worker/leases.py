@@ -12,18 +12,21 @@ from ..db import connection_for, to_db, write_transaction
 
 
 def renew(namespace: str, owner: str, *, lease_seconds: float, using: str) -> None:
-    """Push the expiry of every execution lease and queue command ``owner`` holds."""
+    """Push the expiry of every execution lease and queue command ``owner`` holds.
+
+    Queue commands first, then execution leases: the order a claim locks them in.
+    """
     connection = connection_for(using)
     expires = to_db(connection, timezone.now() + timedelta(seconds=lease_seconds))
     with write_transaction(using) as cursor:
         cursor.execute(
-            "UPDATE later_job_execution SET lease_expires_at = %s "
-            "WHERE namespace = %s AND owner = %s",
+            "UPDATE later_delivery_queue SET available_at = %s "
+            "WHERE namespace = %s AND lease_owner = %s",
             [expires, namespace, owner],
         )
         cursor.execute(
-            "UPDATE later_delivery_queue SET available_at = %s "
-            "WHERE namespace = %s AND lease_owner = %s",
+            "UPDATE later_job_execution SET lease_expires_at = %s "
+            "WHERE namespace = %s AND owner = %s",
             [expires, namespace, owner],
         )
 

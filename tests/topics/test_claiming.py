@@ -184,3 +184,22 @@ def test_a_delayed_head_cancelled_before_its_time_stops_blocking_at_once():
     behind = enqueue("a", 1)[0]
     cancel_job(delayed.id, namespace="tests")
     assert claim("worker-a")[0].job_id == behind
+
+
+def test_retrying_a_failed_ordered_job_puts_it_back_in_its_partition_not_the_shared_queue():
+    from later_django.jobs import retry_job
+    from later_django.models import DeliveryCommand
+
+    ids = enqueue("a", 2)
+    [item] = claim("worker-a")
+    finish("worker-a", item, FAILED)
+    [second] = claim("worker-a")
+    assert second.job_id == ids[1]
+    finish("worker-a", second)
+    retry_job(ids[0], namespace="tests")
+    assert not DeliveryCommand.objects.filter(job_id=ids[0]).exists()
+    assert stage(ids[0]) == "enqueued"
+    [again] = claim("worker-a")
+    assert again.job_id == ids[0]
+    assert again.record is not None
+    assert again.record.sequence == 3
