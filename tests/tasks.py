@@ -2,6 +2,7 @@
 
 import os
 import time
+from datetime import timedelta
 
 from django.db import connection
 from django.tasks import task
@@ -82,3 +83,56 @@ async def too_slow_async():
 @task(queue_name="emails")
 def send_email(to):
     return f"sent to {to}"
+
+
+@task(timeout=0.5)
+def too_slow_blocking():
+    # time.sleep blocks in C, so the interrupt cannot land: the worker must abandon the thread.
+    time.sleep(30)
+
+
+@task(max_attempts=3, backoff={"policy": "exponential", "base": 0.3, "factor": 2})
+def fails_with_exponential_backoff(kind):
+    _record(kind, "attempt")
+    raise ValueError("exponential")
+
+
+@task(max_attempts=4, backoff={"policy": "exponential_jitter", "base": 0.2, "maximum": 0.2})
+def fails_with_jittered_backoff(kind):
+    _record(kind, "attempt")
+    raise ValueError("jitter")
+
+
+def retry_only_value_errors(exception, task_result):
+    """Retry ValueError after 0.1 s (as a timedelta); give up on anything else."""
+    if isinstance(exception, ValueError):
+        return timedelta(seconds=0.1)
+    return None
+
+
+@task(max_attempts=5, backoff=retry_only_value_errors)
+def fails_with_given_error(kind, error):
+    _record(kind, error)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM tests_execution WHERE kind = %s", [kind])
+        seen = cursor.fetchone()[0]
+    if seen >= 2:
+        raise TypeError(f"{error} then TypeError")
+    raise ValueError(error)
+
+
+@task(max_attempts=3, backoff="immediate", takes_context=True)
+def fails_reporting_attempt(context, kind):
+    _record(kind, str(context.attempt))
+    raise RuntimeError(f"attempt {context.attempt}")
+
+
+@task
+def returns_unstorable():
+    return {1, 2, 3}
+
+
+@task(max_attempts=2, backoff={"policy": "fixed", "seconds": 60})
+def fails_and_retries_in_a_minute(kind):
+    _record(kind, "attempt")
+    raise ValueError("retry me in a minute")

@@ -1,0 +1,199 @@
+"""System checks: later.E001 for LATER_* settings, later.E002-E004/W001 for backend aliases."""
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.tasks import task_backends
+from django.tasks.checks import check_tasks
+from django.test import override_settings
+
+from later_django.checks import check_later_settings
+
+BACKEND = "later_django.backend.LaterBackend"
+FROM_1 = "it must be a number of seconds from 1 to 3155760000 (100 years)."
+FROM_0 = "it must be a number of seconds from 0 to 3155760000 (100 years)."
+OPTIONS_HINT = "See docs/configuration.md for every option, its type and default."
+
+
+def run_checks() -> list[Any]:
+    """The two registered checks later_django's messages come from (no model checks)."""
+    return [*check_tasks(), *check_later_settings()]
+
+
+def later_messages() -> list[tuple[str, str]]:
+    return [(m.id, m.msg) for m in run_checks() if m.id and m.id.startswith("later.")]
+
+
+def tasks_with(options: dict[str, Any]) -> dict[str, Any]:
+    return {"default": {"BACKEND": BACKEND, "OPTIONS": options}}
+
+
+def test_the_test_settings_pass_every_later_check():
+    assert later_messages() == []
+
+
+BAD_OPTIONS = [
+    ({"namespace": ""}, "OPTIONS['namespace'] is ''; it must be 1-100 characters of letters"),
+    ({"namespace": "a b"}, "OPTIONS['namespace'] is 'a b'; it must be 1-100 characters"),
+    (
+        {"lease_seconds": 0},
+        "OPTIONS['lease_seconds'] is 0; " + FROM_1,
+    ),
+    (
+        {"lease_seconds": "30"},
+        "OPTIONS['lease_seconds'] is '30'; " + FROM_1,
+    ),
+    (
+        {"lease_seconds": True},
+        "OPTIONS['lease_seconds'] is True; " + FROM_1,
+    ),
+    (
+        {"lease_seconds": float("nan")},
+        "OPTIONS['lease_seconds'] is nan; " + FROM_1,
+    ),
+    (
+        {"retention_seconds": -1},
+        "OPTIONS['retention_seconds'] is -1; " + FROM_0,
+    ),
+    (
+        {"retention_seconds": float("inf")},
+        "OPTIONS['retention_seconds'] is inf; " + FROM_0,
+    ),
+    (
+        {"retention_seconds": 1e12},
+        "OPTIONS['retention_seconds'] is 1000000000000.0; it must be a number of seconds from 0 "
+        "to 3155760000 (100 years).",
+    ),
+    ({"max_attempts": 0}, "OPTIONS['max_attempts'] is 0; it must be a whole number >= 1."),
+    ({"max_attempts": 2.5}, "OPTIONS['max_attempts'] is 2.5; it must be a whole number >= 1."),
+    (
+        {"backoff": "linear"},
+        "OPTIONS['backoff'] is 'linear'; it must be one of exponential, exponential_jitter, "
+        "fixed, immediate or a callable.",
+    ),
+    (
+        {"backoff": {"policy": "fixed", "seconds": -2}},
+        "Backoff seconds is -2; it must be a number of seconds >= 0.",
+    ),
+    (
+        {"backoff": {"policy": "fixed", "minutes": 2}},
+        "OPTIONS['backoff'] parameters {'minutes': 2} do not fit 'fixed'",
+    ),
+    ({"backoff": 5}, "OPTIONS['backoff'] is 5; it must be a policy name"),
+    ({"lease": 30}, "OPTIONS has unknown key 'lease'; allowed keys are backoff, database"),
+    ({"database": ""}, "OPTIONS['database'] is ''; it must be a DATABASES alias."),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), BAD_OPTIONS)
+def test_a_bad_backend_option_is_error_e002_naming_the_value(options, message):
+    with override_settings(TASKS=tasks_with(options)):
+        errors = [m for m in run_checks() if m.id == "later.E002"]
+    assert len(errors) == 1
+    assert errors[0].msg.startswith(f"TASKS['default']: {message}")
+    assert errors[0].hint == OPTIONS_HINT
+
+
+def test_backend_check_reports_the_same_error_directly():
+    with override_settings(TASKS=tasks_with({"max_attempts": -3})):
+        messages = task_backends["default"].check()
+    assert [(m.id, m.msg) for m in messages] == [
+        (
+            "later.E002",
+            "TASKS['default']: OPTIONS['max_attempts'] is -3; it must be a whole number >= 1.",
+        )
+    ]
+
+
+def test_every_documented_option_is_accepted():
+    options = {
+        "namespace": "shop.eu:1",
+        "lease_seconds": 10,
+        "max_attempts": 5,
+        "backoff": {"policy": "exponential_jitter", "base": 0.5, "maximum": 60},
+        "retention_seconds": 0,
+        "database": "default",
+    }
+    with override_settings(TASKS=tasks_with(options)):
+        assert later_messages() == []
+        later = task_backends["default"].later
+    assert later.namespace == "shop.eu:1"
+    assert later.lease_seconds == 10.0
+    assert later.max_attempts == 5
+    assert later.retention_seconds == 0.0
+
+
+def test_options_default_to_the_documented_values():
+    with override_settings(TASKS=tasks_with({})):
+        later = task_backends["default"].later
+    assert later.namespace == "default"
+    assert later.lease_seconds == 30.0
+    assert later.max_attempts == 1
+    assert type(later.backoff).__name__ == "Exponential"
+    assert later.retention_seconds == 7 * 86400.0
+
+
+def test_an_unknown_database_alias_is_error_e003():
+    with override_settings(TASKS=tasks_with({"database": "replica"})):
+        assert later_messages() == [
+            (
+                "later.E003",
+                "TASKS['default']['OPTIONS']['database'] is 'replica', which is not a "
+                "DATABASES alias.",
+            )
+        ]
+
+
+def test_sqlite_without_immediate_transactions_is_warning_w001(vendor, monkeypatch):
+    if vendor != "sqlite":
+        pytest.skip("SQLite only")
+    monkeypatch.setitem(connection.settings_dict, "OPTIONS", {"timeout": 30})
+    messages = task_backends["default"].check()
+    assert [m.id for m in messages] == ["later.W001"]
+    assert "uses transaction_mode None" in messages[0].msg
+
+
+BAD_SETTINGS = [
+    ("LATER_POLL_INTERVAL", "1", "LATER_POLL_INTERVAL is '1'; it must be int or float of at least"),
+    (
+        "LATER_POLL_INTERVAL",
+        0,
+        "LATER_POLL_INTERVAL is 0; it must be int or float of at least 0.01.",
+    ),
+    (
+        "LATER_HEARTBEAT_INTERVAL",
+        True,
+        "LATER_HEARTBEAT_INTERVAL is True; it must be int or float of at least 0.1.",
+    ),
+    ("LATER_SWEEP_BATCH", 2.5, "LATER_SWEEP_BATCH is 2.5; it must be int of at least 1."),
+    (
+        "LATER_VACUUM_INTERVAL",
+        0.5,
+        "LATER_VACUUM_INTERVAL is 0.5; it must be int or float or None of at least 1.0.",
+    ),
+    (
+        "LATER_WORKER_DEAD_AFTER",
+        0.5,
+        "LATER_WORKER_DEAD_AFTER is 0.5; it must be int or float of at least 1.0.",
+    ),
+    (
+        "LATER_SWEEP_INTERVAL",
+        None,
+        "LATER_SWEEP_INTERVAL is None; it must be int or float of at least 0.1.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD_SETTINGS)
+def test_a_bad_later_setting_is_error_e001_naming_the_value(name, value, message):
+    with override_settings(**{name: value}):
+        errors = [m for m in run_checks() if m.id == "later.E001"]
+    assert len(errors) == 1
+    assert errors[0].msg.startswith(message)
+    assert errors[0].hint
+
+
+def test_none_is_a_valid_vacuum_interval():
+    with override_settings(LATER_VACUUM_INTERVAL=None):
+        assert later_messages() == []

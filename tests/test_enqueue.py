@@ -1,0 +1,247 @@
+"""The enqueue write path: rows written, transactions, bulk enqueue, and bad input."""
+
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import connection, transaction
+from django.tasks import TaskResultStatus
+from django.tasks.exceptions import InvalidTask
+from django.tasks.signals import task_enqueued
+from django.utils import timezone
+
+from later_django.exceptions import InvalidArgument, SerializationError
+from later_django.models import DeliveryCommand, JobIndexRow, StorageValue
+from later_django.records import JobRecord
+from tests import tasks
+from tests.db_state import later_row_counts, stage_counts
+from tests.models import Order
+
+pytestmark = pytest.mark.django_db
+committing = pytest.mark.django_db(transaction=True)
+
+NAMESPACE = "tests"
+ALLOWED = (
+    "task arguments must be JSON values: None, bool, int, float, str, and lists and dicts "
+    "(with str keys) of them."
+)
+
+
+def stored_record(job_id: str) -> JobRecord:
+    raw = StorageValue.objects.get(namespace=NAMESPACE, key=f"job:{job_id}").value
+    return JobRecord.decode(bytes(raw), job_id=job_id)
+
+
+def test_enqueue_stores_record_index_row_and_queue_command():
+    result = tasks.add.using(priority=5, queue_name="slow").enqueue(2, b=3)
+
+    assert result.status == TaskResultStatus.READY
+    assert len(result.id) == 26
+    assert result.id == result.id.lower()
+    record = stored_record(result.id)
+    assert (record.task_path, record.args, record.kwargs) == ("tests.tasks.add", [2], {"b": 3})
+    assert (record.queue_name, record.priority, record.max_attempts) == ("slow", 5, 1)
+    row = JobIndexRow.objects.get(job_id=result.id)
+    assert (row.namespace, row.stage, row.attempts, row.priority) == (NAMESPACE, "enqueued", 0, 5)
+    command = DeliveryCommand.objects.get(job_id=result.id)
+    assert (command.queue_name, command.priority, command.lease_owner) == ("slow", 5, None)
+    assert stage_counts(NAMESPACE) == {"enqueued": 1}
+
+
+def test_task_max_attempts_and_timeout_are_stored_with_the_job():
+    failing = tasks.always_fails.enqueue("x")
+    slow = tasks.too_slow_python.enqueue()
+    assert stored_record(failing.id).max_attempts == 3
+    assert stored_record(slow.id).timeout == 0.5
+
+
+def test_a_job_to_run_later_is_delayed_and_not_queued():
+    result = tasks.add.using(run_after=timedelta(hours=1)).enqueue(1, 1)
+
+    row = JobIndexRow.objects.get(job_id=result.id)
+    assert row.stage == "delayed"
+    assert row.run_at > timezone.now() + timedelta(minutes=59)
+    assert not DeliveryCommand.objects.filter(job_id=result.id).exists()
+    assert result.status == TaskResultStatus.READY
+
+
+def test_a_run_after_in_the_past_is_queued_at_once():
+    result = tasks.add.using(run_after=timezone.now() - timedelta(seconds=5)).enqueue(1, 1)
+    assert JobIndexRow.objects.get(job_id=result.id).stage == "enqueued"
+    assert DeliveryCommand.objects.filter(job_id=result.id).exists()
+
+
+def test_enqueue_sends_task_enqueued_with_the_result():
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append((sender, task_result.id, task_result.status))
+
+    task_enqueued.connect(receiver)
+    try:
+        result = tasks.add.enqueue(1, 2)
+    finally:
+        task_enqueued.disconnect(receiver)
+    assert [(s.__name__, i, st) for s, i, st in seen] == [
+        ("LaterBackend", result.id, TaskResultStatus.READY)
+    ]
+
+
+def test_enqueue_many_sends_task_enqueued_once_per_job():
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append(task_result.id)
+
+    task_enqueued.connect(receiver)
+    try:
+        results = tasks.add.enqueue_many([((i, i), {}) for i in range(3)])
+    finally:
+        task_enqueued.disconnect(receiver)
+    assert seen == [r.id for r in results]
+
+
+def test_aenqueue_stores_the_job_like_enqueue():
+    result = async_to_sync(tasks.async_add.aenqueue)(4, 5)
+    assert stored_record(result.id).task_path == "tests.tasks.async_add"
+    assert JobIndexRow.objects.get(job_id=result.id).stage == "enqueued"
+
+
+@committing
+def test_enqueue_inside_a_rolled_back_transaction_leaves_no_row_in_any_later_table():
+    before = later_row_counts()
+
+    def enqueue_then_fail():
+        with transaction.atomic():
+            Order.objects.create(reference="A-1")
+            tasks.add.enqueue(1, 2)
+            tasks.add.using(run_after=timedelta(hours=1)).enqueue(1, 2)
+            tasks.add.enqueue_many([((i, i), {}) for i in range(3)])
+            raise RuntimeError("abandon")
+
+    with pytest.raises(RuntimeError, match=r"^abandon$"):
+        enqueue_then_fail()
+
+    assert later_row_counts() == before
+    assert not Order.objects.exists()
+
+
+@committing
+def test_enqueue_inside_a_committed_transaction_commits_with_the_callers_rows():
+    before = later_row_counts()
+    with transaction.atomic():
+        Order.objects.create(reference="A-2")
+        result = tasks.add.enqueue(1, 2)
+    after = later_row_counts()
+
+    assert Order.objects.filter(reference="A-2").exists()
+    assert JobIndexRow.objects.filter(job_id=result.id).exists()
+    assert {
+        table: after[table] - before[table] for table in after if after[table] != before[table]
+    } == {
+        "later_storage": 1,
+        "later_jobs_index": 1,
+        "later_delivery_queue": 1,
+        "later_stage_counts": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (
+            ({1, 2}, 1),
+            {},
+            "Argument #0 (positional) of task 'tests.tasks.add' is {1, 2} of type set; " + ALLOWED,
+        ),
+        (
+            (1,),
+            {"b": object},
+            "Argument 'b' of task 'tests.tasks.add' is <class 'object'> of type type; " + ALLOWED,
+        ),
+        (
+            (1, {"when": timezone}),
+            {},
+            "Argument #1 (positional) of task 'tests.tasks.add' is {'when': <module "
+            "'django.utils.timezone' from",
+        ),
+        (
+            (1, 2**70),
+            {},
+            "Argument #1 (positional) of task 'tests.tasks.add' is 1180591620717411303424 of "
+            f"type int; {ALLOWED}",
+        ),
+    ],
+)
+def test_an_argument_that_cannot_be_stored_is_refused_by_name_before_anything_is_stored(
+    args, kwargs, message
+):
+    before = later_row_counts()
+    with pytest.raises(SerializationError) as raised:
+        tasks.add.enqueue(*args, **kwargs)
+    assert str(raised.value).startswith(message)
+    assert later_row_counts() == before
+
+
+def test_arguments_are_normalised_as_django_would_return_them():
+    result = tasks.add.enqueue((1, 2), {"k": (3,)})
+    assert result.args == [[1, 2], {"k": [3]}]
+    assert stored_record(result.id).args == [[1, 2], {"k": [3]}]
+
+
+def test_bad_options_are_refused_before_anything_is_stored():
+    before = later_row_counts()
+    with pytest.raises(InvalidTask, match=r"^queue_name is 'nope'; it must be one of"):
+        tasks.add.using(queue_name="nope").enqueue(1, 2)
+    with pytest.raises(InvalidTask, match=r"^priority is 200; it must be a whole number"):
+        tasks.add.using(priority=200).enqueue(1, 2)
+    naive = timezone.now().replace(tzinfo=None)
+    with pytest.raises(InvalidTask, match=r"^run_after is datetime\.datetime\(.*a naive datetime"):
+        tasks.add.using(run_after=naive).enqueue(1, 2)
+    assert later_row_counts() == before
+
+
+def test_enqueue_many_stores_every_call_and_returns_their_results():
+    results = tasks.add.enqueue_many([((i,), {"b": 10}) for i in range(20)])
+
+    assert [r.args for r in results] == [[i] for i in range(20)]
+    assert all(r.kwargs == {"b": 10} and r.status == TaskResultStatus.READY for r in results)
+    assert len({r.id for r in results}) == 20
+    assert JobIndexRow.objects.filter(stage="enqueued").count() == 20
+    assert DeliveryCommand.objects.count() == 20
+    assert stage_counts(NAMESPACE) == {"enqueued": 20}
+
+
+def test_enqueue_many_of_nothing_writes_nothing(django_assert_num_queries):
+    with django_assert_num_queries(0):
+        assert tasks.add.enqueue_many([]) == []
+
+
+@committing
+def test_enqueue_many_is_one_round_trip_for_any_number_of_jobs(django_assert_num_queries):
+    # PostgreSQL: one statement (a CTE of three inserts over arrays) plus BEGIN and COMMIT.
+    # SQLite: BEGIN IMMEDIATE, the write-lock statement, one executemany per table, COMMIT.
+    expected = 3 if connection.vendor == "postgresql" else 6
+    for count in (1, 50):
+        with django_assert_num_queries(expected):
+            tasks.add.enqueue_many([((i, i), {}) for i in range(count)])
+    assert JobIndexRow.objects.count() == 51
+
+
+@committing
+def test_enqueue_many_inside_a_transaction_adds_only_the_inserts(django_assert_num_queries):
+    expected = 1 if connection.vendor == "postgresql" else 3
+    with transaction.atomic(), django_assert_num_queries(expected):
+        tasks.add.enqueue_many([((i, i), {}) for i in range(30)])
+
+
+def test_enqueue_many_with_one_bad_call_stores_none_of_them():
+    before = later_row_counts()
+    with pytest.raises(SerializationError, match=r"^Argument #1 \(positional\) of task"):
+        tasks.add.enqueue_many([((1, 2), {}), ((3, {4}), {})])
+    with pytest.raises(InvalidArgument) as raised:
+        tasks.add.enqueue_many([((1, 2), {}), [(1, 2), {}]])
+    assert str(raised.value) == (
+        "Call #1 is [(1, 2), {}]; each call must be an (args, kwargs) tuple."
+    )
+    assert later_row_counts() == before

@@ -1,0 +1,125 @@
+"""Jobs that cannot run (task gone, stored bytes corrupt) fail; the worker carries on."""
+
+import pytest
+from django.tasks import default_task_backend
+from django.tasks.exceptions import TaskResultDoesNotExist
+
+from later_django.exceptions import LaterError, PayloadDecodeError
+from later_django.jobs import get_job
+from later_django.models import JobIndexRow, StorageValue
+from later_django.records import JobRecord
+from tests import tasks
+from tests.models import Execution
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
+
+
+def rewrite_record(job_id: str, **changes) -> None:
+    row = StorageValue.objects.get(key=f"job:{job_id}")
+    record = JobRecord.decode(bytes(row.value), job_id=job_id)
+    for name, value in changes.items():
+        setattr(record, name, value)
+    row.value = record.encode()
+    row.save()
+
+
+def good_jobs(start: int) -> list[str]:
+    calls = [(("good", str(i)), {}) for i in range(start, start + 3)]
+    return [r.id for r in tasks.record.enqueue_many(calls)]
+
+
+def assert_good_jobs_ran(ids: list[str]) -> None:
+    ran = Execution.objects.filter(kind="good").values_list("value", flat=True)
+    assert sorted(ran, key=int) == [str(i) for i in range(len(ids))]
+    assert {JobIndexRow.objects.get(job_id=i).stage for i in ids} == {"success"}
+
+
+GONE = [
+    (
+        "tests.tasks.renamed_since",
+        "LaterError: Task 'tests.tasks.renamed_since' cannot be imported (Module "
+        '"tests.tasks" does not define a "renamed_since" attribute/class); it must name a '
+        "function decorated with django.tasks.task.",
+    ),
+    (
+        "tests.removed_module.task",
+        "LaterError: Task 'tests.removed_module.task' cannot be imported (No module named "
+        "'tests.removed_module'); it must name a function decorated with django.tasks.task.",
+    ),
+    (
+        "tests.tasks.retry_only_value_errors",
+        "LaterError: Task 'tests.tasks.retry_only_value_errors' is a function, not a Task; "
+        "decorate it with django.tasks.task.",
+    ),
+]
+
+
+def test_jobs_whose_task_no_longer_imports_fail_with_the_reason(run_burst):
+    ids = good_jobs(0)
+    broken = []
+    for task_path, _ in GONE:
+        job_id = tasks.record.enqueue("bad", "never").id
+        rewrite_record(job_id, task_path=task_path)
+        broken.append(job_id)
+    ids += good_jobs(3)
+    worker = run_burst("--concurrency", "1")
+
+    assert_good_jobs_ran(ids)
+    for job_id, (_, message) in zip(broken, GONE, strict=True):
+        assert JobIndexRow.objects.get(job_id=job_id).stage == "failed"
+        [error] = get_job(job_id, namespace="tests").errors
+        assert error.exception_class_path == "later_django.exceptions.LaterError"
+        assert error.traceback.endswith(message + "\n")
+        # A TaskResult needs the Task itself, so reading it through Django names the cause.
+        with pytest.raises(LaterError, match=r"^Task '"):
+            default_task_backend.get_result(job_id)
+    assert f" failed={len(GONE)} " in worker.output()
+
+
+CORRUPT = [
+    (b"\xc1\xc1\xc1", "(FormatError)"),
+    (b"\x01\x02", "(ExtraData: unpack(b) received extra data.)"),
+    (b"\x93\x01\x02\x03", "(TypeError: expected a map, got list)"),
+    (b"\x81\xa2id\x01", "(TypeError: JobRecord.__init__() missing"),
+]
+
+
+def test_jobs_whose_stored_bytes_cannot_be_decoded_fail_and_others_still_run(run_burst):
+    ids = good_jobs(0)
+    broken = []
+    for stored, _ in CORRUPT:
+        job_id = tasks.record.enqueue("bad", "never").id
+        StorageValue.objects.filter(key=f"job:{job_id}").update(value=stored)
+        broken.append(job_id)
+    ids += good_jobs(3)
+    worker = run_burst("--concurrency", "1")
+
+    assert_good_jobs_ran(ids)
+    for job_id, (_, cause) in zip(broken, CORRUPT, strict=True):
+        row = JobIndexRow.objects.get(job_id=job_id)
+        assert row.stage == "failed"
+        # The undecodable record keeps its bytes but expires with its index row.
+        assert StorageValue.objects.get(key=f"job:{job_id}").date_expire == row.date_expire
+        assert row.date_expire is not None
+        with pytest.raises(PayloadDecodeError) as raised:
+            default_task_backend.get_result(job_id)
+        assert str(raised.value).startswith(
+            f"Stored record of job {job_id!r} cannot be decoded {cause}"
+        )
+        assert str(raised.value).endswith("it must be a msgpack map written by later_django.")
+    assert f" failed={len(CORRUPT)} " in worker.output()
+    assert "Traceback" not in worker.output()
+
+
+def test_a_queued_job_whose_record_was_deleted_fails_without_stopping_the_worker(run_burst):
+    ids = good_jobs(0)
+    broken = tasks.record.enqueue("bad", "never")
+    StorageValue.objects.filter(key=f"job:{broken.id}").delete()
+    ids += good_jobs(3)
+    worker = run_burst("--concurrency", "1")
+
+    assert_good_jobs_ran(ids)
+    assert JobIndexRow.objects.get(job_id=broken.id).stage == "failed"
+    assert " failed=1 " in worker.output()
+    with pytest.raises(TaskResultDoesNotExist):
+        default_task_backend.get_result(broken.id)

@@ -1,0 +1,180 @@
+"""The claim: batches of 16 or one, priority order, SKIP LOCKED, lapsed leases, fencing."""
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections, transaction
+from django.utils import timezone
+
+from later_django.models import DeliveryCommand, JobExecution, JobIndexRow
+from later_django.worker.claiming import BATCH, claim
+from later_django.worker.outcomes import SUCCESS, Outcome, record_outcomes
+from tests import tasks
+from tests.db_state import index_stage_counts, stage_counts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NS = "tests"
+
+
+def take(owner="w1", *, free=16, queues=None, lease_seconds=30.0, namespace=NS):
+    return claim(
+        namespace, owner, queues=queues, free=free, lease_seconds=lease_seconds, using="default"
+    )
+
+
+def enqueue(count, **using):
+    task = tasks.add.using(**using) if using else tasks.add
+    return [r.id for r in task.enqueue_many([((i, 0), {}) for i in range(count)])]
+
+
+def test_batch_size_is_sixteen():
+    assert BATCH == 16
+
+
+def test_sixteen_are_claimed_at_once_when_at_least_sixteen_are_ready():
+    ids = enqueue(20)
+    first = take()
+    assert [c.job_id for c in first] == ids[:16]
+    # Four remain: fewer than a batch, so one at a time lets other workers share them.
+    assert [c.job_id for c in take()] == [ids[16]]
+    assert [c.job_id for c in take()] == [ids[17]]
+
+
+def test_a_short_queue_is_claimed_one_job_at_a_time():
+    ids = enqueue(15)
+    assert [c.job_id for c in take()] == [ids[0]]
+
+
+def test_a_batch_never_exceeds_the_free_slots():
+    ids = enqueue(20)
+    assert [c.job_id for c in take(free=5)] == ids[:5]
+    assert take(free=0) == []
+
+
+def test_claims_follow_priority_then_enqueue_order():
+    low = enqueue(1, priority=-100)
+    normal = enqueue(2)
+    high = enqueue(1, priority=100)
+    order = [take()[0].job_id for _ in range(4)]
+    assert order == high + normal + low
+    assert take() == []
+
+
+def test_a_queue_filter_claims_only_those_queues():
+    default = enqueue(1)
+    emails = enqueue(1, queue_name="emails")
+    assert [c.job_id for c in take(queues=["emails", "slow"])] == emails
+    assert take(queues=["emails", "slow"]) == []
+    assert [c.job_id for c in take()] == default
+
+
+def test_another_namespace_never_claims_the_job():
+    enqueue(1)
+    assert take(namespace="elsewhere") == []
+
+
+def test_a_delayed_job_is_not_claimed():
+    enqueue(1, run_after=timedelta(hours=1))
+    assert take() == []
+
+
+def test_a_claim_marks_jobs_running_under_a_lease(vendor):
+    [job_id] = enqueue(1)
+    before = timezone.now()
+    [claimed] = take("worker-a", lease_seconds=30)
+
+    assert claimed.epoch == 1
+    assert claimed.record is not None
+    assert [a.worker_id for a in claimed.record.attempts] == ["worker-a"]
+    row = JobIndexRow.objects.get(job_id=job_id)
+    assert (row.stage, row.attempts, row.worker_id) == ("running", 1, "worker-a")
+    command = DeliveryCommand.objects.get(job_id=job_id)
+    assert command.lease_owner == "worker-a"
+    assert command.available_at >= before + timedelta(seconds=29)
+    lease = JobExecution.objects.get(job_id=job_id)
+    assert (lease.owner, lease.epoch) == ("worker-a", 1)
+    assert stage_counts(NS) == index_stage_counts(NS) == {"running": 1}
+
+
+def test_claim_statements_do_not_grow_with_the_batch(django_assert_num_queries):
+    enqueue(40)
+    # PostgreSQL: the whole claim is one statement in autocommit. SQLite: BEGIN IMMEDIATE,
+    # the write-lock statement, pick, lease commands, previous owners, execution leases,
+    # index rows, read records, COMMIT.
+    expected = 1 if connection.vendor == "postgresql" else 9
+    with django_assert_num_queries(expected):
+        assert len(take()) == 16
+    with django_assert_num_queries(expected):
+        assert len(take()) == 16
+
+
+def test_a_lapsed_lease_makes_the_job_claimable_again_with_a_higher_epoch():
+    [job_id] = enqueue(1)
+    [_first] = take("worker-a", lease_seconds=0.2)
+    assert take("worker-b") == []  # lease current: nobody else gets it
+    time.sleep(0.3)
+    [second] = take("worker-b")
+
+    assert (second.job_id, second.epoch) == (job_id, 2)
+    assert second.record is not None
+    assert [(a.worker_id, a.outcome) for a in second.record.attempts] == [
+        ("worker-a", "lost"),
+        ("worker-b", None),
+    ]
+    assert JobIndexRow.objects.get(job_id=job_id).attempts == 2
+
+
+def test_a_worker_whose_lease_was_taken_over_cannot_store_an_outcome():
+    [job_id] = enqueue(1)
+    [stale] = take("worker-a", lease_seconds=0.2)
+    time.sleep(0.3)
+    [current] = take("worker-b")
+
+    def store(owner, item):
+        outcome = Outcome(item.job_id, item.epoch, SUCCESS, item.record, timezone.now())
+        return record_outcomes(NS, owner, [outcome], retention_seconds=60, using="default")
+
+    assert store("worker-a", stale) == []
+    assert JobIndexRow.objects.get(job_id=job_id).stage == "running"
+    assert [o.job_id for o in store("worker-b", current)] == [job_id]
+    assert JobIndexRow.objects.get(job_id=job_id).stage == "success"
+    assert not DeliveryCommand.objects.filter(job_id=job_id).exists()
+    assert not JobExecution.objects.filter(job_id=job_id).exists()
+
+
+def test_rows_another_transaction_has_locked_are_skipped_not_waited_for(vendor):
+    if vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite serialises writers instead")
+    ids = enqueue(20)
+    held = threading.Event()
+    release = threading.Event()
+
+    def lock_the_first_sixteen():
+        # What a concurrent claim holds mid-statement: the commands' row locks.
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT id FROM later_delivery_queue WHERE job_id = ANY(%s) FOR UPDATE",
+                    [ids[:16]],
+                )
+                held.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=lock_the_first_sixteen)
+    thread.start()
+    try:
+        assert held.wait(10)
+        started = time.monotonic()
+        mine = [c.job_id for c in take("worker-b")]
+        elapsed = time.monotonic() - started
+    finally:
+        release.set()
+        thread.join(10)
+    # Four unlocked rows are fewer than a batch, so one of them; never a locked one.
+    assert mine == [ids[16]]
+    assert elapsed < 1.0
