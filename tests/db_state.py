@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.apps import apps
 from django.db import connection
 
-from later_django.models import JobIndexRow, StageCount
+from later_django.counts import stage_counts as counted_stages
+from later_django.models import JobIndexRow
 
 
 def later_row_counts() -> dict[str, int]:
@@ -18,17 +19,23 @@ def later_row_counts() -> dict[str, int]:
         model._meta.db_table: model.objects.count()
         for model in apps.get_app_config("later").get_models()
     }
-    counts["later_stage_counts"] = StageCount.objects.exclude(count=0).count()
+    # Counters count as their non-zero (namespace, stage) totals, folded or not:
+    # on PostgreSQL new changes wait in later_stage_count_delta until a worker folds them.
+    counts.pop("later_stage_count_delta", None)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM (SELECT namespace, stage, SUM(n) AS total FROM ("
+            " SELECT namespace, stage, count AS n FROM later_stage_counts UNION ALL"
+            " SELECT namespace, stage, delta FROM later_stage_count_delta) AS parts"
+            " GROUP BY namespace, stage) AS totals WHERE total <> 0"
+        )
+        counts["later_stage_counts"] = cursor.fetchone()[0]
     return counts
 
 
 def stage_counts(namespace: str) -> dict[str, int]:
-    """later_stage_counts for a namespace, without the zero rows."""
-    return dict(
-        StageCount.objects.filter(namespace=namespace)
-        .exclude(count=0)
-        .values_list("stage", "count")
-    )
+    """The stage counters of a namespace (totals plus unfolded deltas), without zeros."""
+    return {stage: count for stage, count in counted_stages(namespace).items() if count != 0}
 
 
 def index_stage_counts(namespace: str) -> dict[str, int]:

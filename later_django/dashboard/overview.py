@@ -9,13 +9,13 @@ from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import TruncHour
 
 from ..conf import later_settings
+from ..counts import stage_counts as counted_stages
 from ..models import (
     JobExecution,
     JobTransitionMetric,
     JobWaitMetric,
     QueueSample,
     Stage,
-    StageCount,
     Worker,
 )
 from ..storage import Storage
@@ -41,10 +41,9 @@ def floor_minute(moment: datetime) -> datetime:
 
 
 def stage_counts(scope: Scope) -> dict[str, int]:
-    """Every stage's job count, from the trigger-kept counters (at most eight rows)."""
+    """Every stage's job count, from the trigger-kept counters (a few rows per stage)."""
     counts = dict.fromkeys(STAGES, 0)
-    rows = StageCount.objects.using(scope.database).filter(namespace=scope.namespace)
-    for stage, count in rows.values_list("stage", "count"):
+    for stage, count in counted_stages(scope.namespace, using=scope.database).items():
         if stage in counts:
             counts[stage] = max(count, 0)
     return counts

@@ -10,6 +10,7 @@ from .dashboard import (
     QueueSample,
     Stage,
     StageCount,
+    StageCountDelta,
 )
 from .log import LogConsumerLease, LogConsumerMember, LogConsumerOffset, LogPartition, LogRecord
 from .schedules import Schedule
@@ -36,6 +37,7 @@ __all__ = [
     "Schedule",
     "Stage",
     "StageCount",
+    "StageCountDelta",
     "StorageRangeMember",
     "StorageValue",
     "Topic",

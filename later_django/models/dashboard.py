@@ -125,6 +125,29 @@ class StageCount(models.Model):
         return f"{self.stage}: {self.count}"
 
 
+class StageCountDelta(models.Model):
+    """A change to the stage counters not yet folded into ``later_stage_counts`` (PostgreSQL).
+
+    Triggers append these instead of updating the counter rows, so that a
+    transaction that enqueued a job and stays open holds no lock any other
+    transaction needs; workers fold them into the totals every second.
+    """
+
+    namespace = models.CharField(max_length=NAMESPACE_LENGTH)
+    stage = models.CharField(max_length=16, choices=Stage.choices)
+    delta = models.BigIntegerField()
+
+    class Meta:
+        db_table = "later_stage_count_delta"
+        indexes = [
+            # reading totals: SUM(delta) WHERE namespace = ? GROUP BY stage
+            models.Index(fields=["namespace", "stage"], name="later_stagedelta_ns_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.stage}: {self.delta:+d}"
+
+
 class JobTransitionMetric(models.Model):
     """How many jobs entered a stage during one minute."""
 

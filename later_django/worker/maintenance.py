@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from ..counts import stage_counts
 from ..db import connection_for, from_db, is_postgres, placeholders, to_db, write_transaction
 from ..models import LIVE_STAGES
 
@@ -112,12 +113,7 @@ def record_queue_sample(namespace: str, *, using: str, now: datetime | None = No
     connection = connection_for(using)
     now = now or timezone.now()
     with write_transaction(using) as cursor:
-        cursor.execute(
-            "SELECT count FROM later_stage_counts WHERE namespace = %s AND stage = 'enqueued'",
-            [namespace],
-        )
-        row = cursor.fetchone()
-        queued = row[0] if row else 0
+        queued = stage_counts(namespace, using=using)["enqueued"]
         cursor.execute("SELECT COUNT(*) FROM later_partition_job WHERE namespace = %s", [namespace])
         partitioned = cursor.fetchone()[0]
         cursor.execute(
@@ -152,6 +148,8 @@ def reconcile_stage_counts(namespace: str, *, using: str) -> dict[str, int]:
             [namespace],
         )
         counts = dict(cursor.fetchall())
+        # Deltas of this namespace are all older than the lock: the recount replaces them.
+        cursor.execute("DELETE FROM later_stage_count_delta WHERE namespace = %s", [namespace])
         stages = sorted(set(counts) | set(LIVE_STAGES) | {"success", "failed", "cancelled"})
         cursor.executemany(
             "INSERT INTO later_stage_counts (namespace, stage, count) VALUES (%s, %s, %s) "

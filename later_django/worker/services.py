@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from django.db import DatabaseError
 from django.db import connection as thread_connection
 
+from .. import counts
 from ..conf import later_settings
 from ..db import is_transient, retrying
 from ..schedules import ticking as schedules
@@ -130,6 +131,7 @@ class Services:
             w.wake.set()
         if self.due("metrics", METRICS_INTERVAL):
             w.metrics.flush(ns, using=using)
+            retrying(lambda: counts.fold(using=using), what="fold stage counts", using=using)
         partitions.duties(self)  # truncation behind heads, healing headless partitions
         if self.due("sample", 60.0):
             retrying(lambda: maintenance.record_queue_sample(ns, using=using), what="queue sample")

@@ -7,6 +7,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from later_django.admin import CappedPaginator
+from later_django.counts import fold
 from later_django.models import JobIndexRow, StageCount, StorageValue
 
 from .conftest import NAMESPACE
@@ -71,6 +72,7 @@ def test_counts_stop_at_the_cap(superuser_client, make_job, monkeypatch):
 
 def test_the_stage_counter_table_shows_the_trigger_counts(superuser_client, make_job):
     make_job("failed")
+    fold()
     assert StageCount.objects.get(namespace=NAMESPACE, stage="failed").count == 1
     html = superuser_client.get(reverse("admin:later_stagecount_changelist")).content.decode()
     assert '<td class="field-stage">Failed</td>' in html

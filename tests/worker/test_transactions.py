@@ -74,12 +74,6 @@ def test_a_burst_worker_leaves_an_uncommitted_job_alone(vendor, run_burst):
     assert executions("open") == ["later"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="later_stage_counts: the counter row of a stage is updated by every transition "
-    "into or out of it, so an open transaction that enqueued a job holds that row locked and "
-    "every other transition in the namespace (claims, enqueues) waits for it to commit.",
-)
 def test_an_open_transaction_that_enqueued_does_not_hold_up_claims_of_other_jobs(vendor):
     if vendor != "postgresql":
         pytest.skip("SQLite has a single writer by design")
