@@ -11,67 +11,24 @@ one ``later_worker`` process, enqueue-to-start latency on an idle worker, and
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-PG_ADMIN = os.environ.get("LATER_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
-
-def database_urls(which: str) -> list[tuple[str, str, object]]:
-    urls = []
-    if which in ("sqlite", "both"):
-        path = Path(tempfile.mkdtemp()) / "bench.sqlite3"
-        urls.append(("sqlite", f"sqlite:///{path}", path))
-    if which in ("postgres", "both"):
-        import psycopg
-
-        name = f"later_bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        urls.append(("postgres", PG_ADMIN.rsplit("/", 1)[0] + f"/{name}", name))
-    return urls
-
-
-def drop(kind: str, handle: object) -> None:
-    if kind == "postgres":
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{handle}" WITH (FORCE)')
+from bench.common import bench_env, database_urls, drop, run_child  # noqa: E402
 
 
 def child(mode: str, url: str, *args: str) -> str:
-    env = dict(
-        os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="bench.settings", PYTHONPATH=str(ROOT)
-    )
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", mode, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"{mode} failed:\n{out.stdout}\n{out.stderr}")
-    return out.stdout.strip()
+    return run_child(__file__, mode, url, *args)
 
 
 def worker(url: str, *args: str, poll: str = "1.0") -> subprocess.Popen[bytes]:
-    env = dict(
-        os.environ,
-        DATABASE_URL=url,
-        DJANGO_SETTINGS_MODULE="bench.settings",
-        PYTHONPATH=str(ROOT),
-        LATER_POLL_INTERVAL=poll,
-    )
+    env = bench_env(url, LATER_POLL_INTERVAL=poll)
     return subprocess.Popen(
         [sys.executable, "-m", "django", "later_worker", *args],
         env=env,

@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import bench_env, database_urls, drop, run_child  # noqa: E402
+
 if __name__ != "__main__" and os.environ.get("DJANGO_SETTINGS_MODULE"):
     # Imported by workers and by this script's own children, with Django set up.
     from django.tasks import task
@@ -35,29 +37,11 @@ if __name__ != "__main__" and os.environ.get("DJANGO_SETTINGS_MODULE"):
 
 
 def child(mode: str, url: str, *args: str) -> str:
-    env = dict(
-        os.environ, DATABASE_URL=url, DJANGO_SETTINGS_MODULE="bench.settings", PYTHONPATH=str(ROOT)
-    )
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", mode, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"{mode} failed:\n{out.stdout}\n{out.stderr}")
-    return out.stdout.strip()
+    return run_child(__file__, mode, url, *args)
 
 
 def worker(url: str, concurrency: int) -> subprocess.Popen[bytes]:
-    env = dict(
-        os.environ,
-        DATABASE_URL=url,
-        DJANGO_SETTINGS_MODULE="bench.settings",
-        PYTHONPATH=str(ROOT),
-        LATER_POLL_INTERVAL="0.2",
-    )
+    env = bench_env(url, LATER_POLL_INTERVAL="0.2")
     return subprocess.Popen(
         [sys.executable, "-m", "django", "later_worker", "--concurrency", str(concurrency)],
         env=env,
@@ -184,7 +168,6 @@ def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         child_main(sys.argv[2], sys.argv[3:])
         return
-    from bench.jobs import database_urls, drop
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")

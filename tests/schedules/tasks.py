@@ -1,18 +1,10 @@
 """Tasks the schedule tests run; worker subprocesses import them by path."""
 
-import os
 import time
 
-from django.db import connection
 from django.tasks import task
 
-
-def _record(kind: str, value: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO tests_execution (kind, value, pid, at) VALUES (%s, %s, %s, %s)",
-            [kind, value, os.getpid(), time.time()],
-        )
+from tests.tasks import _record
 
 
 @task

@@ -1,0 +1,61 @@
+"""Helpers the benchmark scripts share: throwaway databases and child processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN = os.environ.get("LATER_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def bench_env(url: str, **extra: str) -> dict[str, str]:
+    """Environment for a process that opens the benchmark database ``url``."""
+    return dict(
+        os.environ,
+        DATABASE_URL=url,
+        DJANGO_SETTINGS_MODULE="bench.settings",
+        PYTHONPATH=str(ROOT),
+        **extra,
+    )
+
+
+def run_child(script: str, mode: str, url: str, *args: str) -> str:
+    """Run ``script --child mode args`` against ``url``; return what it printed."""
+    out = subprocess.run(
+        [sys.executable, script, "--child", mode, *args],
+        env=bench_env(url),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{mode} failed:\n{out.stdout}\n{out.stderr}")
+    return out.stdout.strip()
+
+
+def database_urls(which: str) -> list[tuple[str, str, object]]:
+    urls = []
+    if which in ("sqlite", "both"):
+        path = Path(tempfile.mkdtemp()) / "bench.sqlite3"
+        urls.append(("sqlite", f"sqlite:///{path}", path))
+    if which in ("postgres", "both"):
+        import psycopg
+
+        name = f"later_bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        urls.append(("postgres", PG_ADMIN.rsplit("/", 1)[0] + f"/{name}", name))
+    return urls
+
+
+def drop(kind: str, handle: object) -> None:
+    if kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{handle}" WITH (FORCE)')
