@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from later_django import partition_for_key
@@ -107,9 +110,14 @@ def test_a_worker_refuses_to_start_when_a_topic_has_another_partition_count(star
 
 
 def test_live_workers_split_partitions_by_rendezvous_hashing(start_worker):
-    start_worker("--concurrency", "2")
-    start_worker("--concurrency", "2")
+    # Enough threads for every preferred partition at once: with fewer, heads wait
+    # past the steal delay and the other worker takes them by design.
+    start_worker("--concurrency", "8")
+    start_worker("--concurrency", "8")
     wait_for(lambda: Worker.objects.filter(namespace="tests").count() == 2, timeout=30)
+    # Each worker recomputes its preferred partitions once per heartbeat interval:
+    # let both see the other before the work arrives.
+    time.sleep(3 * settings.LATER_HEARTBEAT_INTERVAL)
     live = sorted(Worker.objects.values_list("worker_id", flat=True))
     keys = keys_in_distinct_partitions(ORDERS)
     for key in keys:
