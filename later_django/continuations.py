@@ -130,20 +130,11 @@ def settle(
 ) -> None:
     """Release the waiting children of ``succeeded`` jobs and cancel those of ``failed`` ones.
 
-    Runs in the transaction that ends the parents. Locking their index rows
-    (which updating them does too) waits out any enqueuer still holding a
-    share lock on them, so its child is visible to the statements below.
+    Runs in the transaction that ends the parents, after their index rows were
+    updated: that update waited out any enqueuer still holding a share lock on
+    a parent's row, so its child is visible to the statements below (each
+    statement takes a fresh snapshot under READ COMMITTED).
     """
-    parents = sorted(set(succeeded) | set(failed))
-    if not parents:
-        return
-    connection = cursor.db
-    if is_postgres(connection):
-        cursor.execute(
-            "SELECT job_id FROM later_jobs_index WHERE namespace = %s "
-            f"AND job_id IN ({placeholders(len(parents))}) ORDER BY job_id FOR UPDATE",
-            [namespace, *parents],
-        )
     if succeeded:
         release_children(cursor, namespace, succeeded, now)
     if failed:
