@@ -11,9 +11,7 @@ polling is replaced once its ``session_seconds`` (30 by default) pass.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
-from collections.abc import Iterable
 from datetime import timedelta
 
 from django.utils import timezone
@@ -21,20 +19,17 @@ from django.utils import timezone
 from ..db import connection_for, is_postgres, to_db, write_transaction
 from ..exceptions import InvalidArgument, LeaseLost
 from ..options import validate_name
+from ..topics.assignment import rendezvous_owner
 from ..topics.registry import partition_count
 from .records import Record, log_backend, read
 
 SESSION_SECONDS = 30.0
 
 
-def rendezvous_owner(group: str, topic: str, partition: int, members: Iterable[str]) -> str:
-    """The member with the highest hash for this partition: stable as members come and go."""
-
-    def weight(member: str) -> bytes:
-        text = f"{group}\0{topic}\0{partition}\0{member}".encode()
-        return hashlib.blake2b(text, digest_size=8).digest()
-
-    return max(members, key=weight)
+def group_owner(group: str, topic: str, partition: int, members: list[str]) -> str:
+    """The member a partition prefers: the same rendezvous hashing that spreads topic
+    partitions over workers, with the group as part of the name being hashed."""
+    return rendezvous_owner(f"{group}\0{topic}", partition, members)
 
 
 class Consumer:
@@ -100,7 +95,7 @@ class Consumer:
             mine = {
                 p
                 for p in range(self.count)
-                if rendezvous_owner(group, self.topic, p, members) == self.member_id
+                if group_owner(group, self.topic, p, members) == self.member_id
             }
             for partition in sorted(set(self.leases) - mine):
                 self._release(cursor, partition)
@@ -268,4 +263,4 @@ def committed_offsets(group: str, topic: str, *, backend: str = "default") -> di
         return dict(cursor.fetchall())
 
 
-__all__ = ["Consumer", "committed_offsets", "rendezvous_owner"]
+__all__ = ["Consumer", "committed_offsets", "group_owner"]

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from ..counts import stage_counts
-from ..db import connection_for, from_db, is_postgres, placeholders, to_db, write_transaction
+from ..db import connection_for, is_postgres, placeholders, to_db, write_transaction
 from ..models import LIVE_STAGES
 
 logger = logging.getLogger(__name__)
@@ -64,18 +64,6 @@ def promote_due(
             [to_db(connection, now), namespace, *ids],
         )
     return ids
-
-
-def next_due(namespace: str, *, using: str) -> datetime | None:
-    """When the earliest delayed or requeued job becomes due, if any."""
-    with connection_for(using).cursor() as cursor:
-        cursor.execute(
-            "SELECT MIN(run_at) FROM later_jobs_index "
-            "WHERE namespace = %s AND stage IN ('delayed', 'requeued') AND topic IS NULL",
-            [namespace],
-        )
-        row = cursor.fetchone()
-    return from_db(row[0]) if row else None
 
 
 def sweep_jobs_index(namespace: str, *, limit: int, using: str) -> int:
