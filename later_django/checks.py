@@ -22,7 +22,7 @@ def check_later_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
             continue
         value = getattr(settings, setting.name)
         kinds = setting.kind if isinstance(setting.kind, tuple) else (setting.kind,)
-        ok = isinstance(value, kinds) and not isinstance(value, bool)
+        ok = isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
         if ok and value is not None and setting.minimum is not None:
             ok = value >= setting.minimum
         if not ok:

@@ -61,6 +61,14 @@ SETTINGS: dict[str, Setting] = {
             1.0,
             "Seconds between VACUUMs of the database; None never vacuums.",
         ),
+        Setting(
+            "LATER_PREPARED_STATEMENTS",
+            True,
+            bool,
+            None,
+            "Whether the engine's hot PostgreSQL statements are prepared once per connection. "
+            "Set False behind a transaction-pooling PgBouncer older than 1.21.",
+        ),
     ]
 }
 
@@ -95,6 +103,10 @@ class LaterSettings:
     def vacuum_interval(self) -> float | None:
         value = self._get("LATER_VACUUM_INTERVAL")
         return None if value is None else float(value)
+
+    @property
+    def prepared_statements(self) -> bool:
+        return bool(self._get("LATER_PREPARED_STATEMENTS"))
 
 
 later_settings = LaterSettings()

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
@@ -62,7 +63,7 @@ def placeholders(count: int) -> str:
 
 
 @contextmanager
-def write_transaction(using: str, *, savepoint: bool = True) -> Iterator[Any]:
+def write_transaction(using: str, *, savepoint: bool = True, hot: bool = False) -> Iterator[Any]:
     """Open a transaction that holds the write lock from its first statement.
 
     On SQLite a deferred transaction that reads first and writes later fails at
@@ -72,13 +73,76 @@ def write_transaction(using: str, *, savepoint: bool = True) -> Iterator[Any]:
     Inside a caller's transaction the block is a savepoint, so an error raised
     in it (a refused retry, say) leaves the caller's transaction usable. Hot
     paths that raise nothing of their own pass ``savepoint=False`` to save the
-    two round trips.
+    two round trips; ``hot=True`` yields a :func:`hot_cursor`.
     """
     connection = connection_for(using)
     outermost = not connection.in_atomic_block
-    with transaction.atomic(using=using, savepoint=savepoint), connection.cursor() as cursor:
+    with (
+        transaction.atomic(using=using, savepoint=savepoint),
+        hot_cursor(using) if hot else connection.cursor() as cursor,
+    ):
         if outermost and connection.vendor == "sqlite":
             cursor.execute("UPDATE later_stage_counts SET count = count WHERE 0")
+        yield cursor
+
+
+NEVER_BY_COUNT = 2**62
+
+
+@cache
+def _prepared_cursor_class() -> type:
+    import psycopg
+
+    class PreparedCursor(psycopg.Cursor):
+        """Binds parameters on the server and prepares every statement it runs."""
+
+        def execute(self, query, params=None, *, prepare=None, binary=None):
+            return super().execute(
+                query, params, prepare=True if prepare is None else prepare, binary=binary
+            )
+
+    return PreparedCursor
+
+
+@contextmanager
+def hot_cursor(using: str) -> Iterator[Any]:
+    """A cursor for the engine's hot statements: enqueue, claim and outcome.
+
+    Django binds parameters on the client and never prepares, so PostgreSQL
+    parses and plans each of those large statements every time it runs, which
+    costs more than running it. On PostgreSQL this cursor binds on the server
+    and prepares each statement once per connection (``LATER_PREPARED_STATEMENTS
+    = False`` turns preparing off, for poolers that cannot carry prepared
+    statements). It runs in the connection's current transaction, and Django
+    wraps its errors and logs its queries as for any other cursor.
+    """
+    from .conf import later_settings
+
+    connection = connection_for(using)
+    if not is_postgres(connection):
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    import psycopg
+
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    raw_connection = connection.connection
+    if later_settings.prepared_statements:
+        kind = _prepared_cursor_class()
+        if raw_connection.prepare_threshold is None:
+            # Django turns preparing off, and psycopg then ignores prepare=True. A
+            # threshold no statement reaches lets ours (and only ours) be prepared.
+            raw_connection.prepare_threshold = NEVER_BY_COUNT
+    else:
+        kind = psycopg.Cursor
+    raw = kind(raw_connection)
+    wrapped = (
+        connection.make_debug_cursor(raw)
+        if connection.queries_logged
+        else connection.make_cursor(raw)
+    )
+    with wrapped as cursor:
         yield cursor
 
 

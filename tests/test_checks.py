@@ -182,6 +182,11 @@ BAD_SETTINGS = [
         None,
         "LATER_SWEEP_INTERVAL is None; it must be int or float of at least 0.1.",
     ),
+    (
+        "LATER_PREPARED_STATEMENTS",
+        "no",
+        "LATER_PREPARED_STATEMENTS is 'no'; it must be bool.",
+    ),
 ]
 
 
@@ -192,6 +197,11 @@ def test_a_bad_later_setting_is_error_e001_naming_the_value(name, value, message
     assert len(errors) == 1
     assert errors[0].msg.startswith(message)
     assert errors[0].hint
+
+
+def test_false_is_a_valid_prepared_statements_setting():
+    with override_settings(LATER_PREPARED_STATEMENTS=False):
+        assert later_messages() == []
 
 
 def test_none_is_a_valid_vacuum_interval():

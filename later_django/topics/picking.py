@@ -27,7 +27,10 @@ def pick_sql(connection, namespace, now, room, preference, queues, running) -> t
             f"OR j.queue_name {wanted})"
         )
         params += [list(queues)] if pg else list(queues)
-    if running:
+    if running and pg:  # one array parameter keeps the statement's text (and plan) stable
+        extra += " AND h.job_id <> ALL(%s)"
+        params.append(sorted(running))
+    elif running:
         extra += f" AND h.job_id NOT IN ({placeholders(len(running))})"
         params += sorted(running)
     if not preference.everything:

@@ -18,7 +18,15 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..db import connection_for, from_db, is_postgres, placeholders, to_db, write_transaction
+from ..db import (
+    connection_for,
+    from_db,
+    hot_cursor,
+    is_postgres,
+    placeholders,
+    to_db,
+    write_transaction,
+)
 from ..exceptions import PayloadDecodeError
 from ..records import Attempt, JobRecord, job_key, to_micros
 
@@ -191,10 +199,10 @@ def claim(
     now = timezone.now()
     expires = now + timedelta(seconds=lease_seconds)
     if is_postgres(connection) and not connection.in_atomic_block:
-        with connection.cursor() as cursor:
+        with hot_cursor(using) as cursor:
             rows = _claim_postgres(cursor, namespace, owner, queues, now, expires, free)
     else:
-        with write_transaction(using) as cursor:
+        with write_transaction(using, hot=True) as cursor:
             if is_postgres(connection):
                 rows = _claim_postgres(cursor, namespace, owner, queues, now, expires, free)
             else:

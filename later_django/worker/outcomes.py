@@ -107,7 +107,7 @@ def record_outcomes(
             if terminal:
                 o.record.finished_at = to_micros(o.finished_at)
         plans.append((o, stage, run_at, terminal))
-    with write_transaction(using) as cursor:
+    with write_transaction(using, hot=True) as cursor:
         heads = partitions.lock_heads(cursor, namespace, outcomes)  # before execution leases
         if is_postgres(connection):
             cursor.execute(
