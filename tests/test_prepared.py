@@ -53,10 +53,15 @@ def test_nothing_is_prepared_when_the_setting_is_off():
 def test_a_prepared_enqueue_rolls_back_with_the_callers_transaction():
     with transaction.atomic():
         tasks.add.enqueue(1, b=2)
-    with pytest.raises(RuntimeError), transaction.atomic():
-        Order.objects.create(reference="order-7")
-        tasks.add.enqueue(3, b=4)
-        raise RuntimeError("the caller changes its mind")
+
+    def change_of_mind():
+        with transaction.atomic():
+            Order.objects.create(reference="order-7")
+            tasks.add.enqueue(3, b=4)
+            raise RuntimeError("the caller changes its mind")
+
+    with pytest.raises(RuntimeError):
+        change_of_mind()
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM later_jobs_index")
