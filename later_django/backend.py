@@ -216,8 +216,11 @@ class LaterBackend(BaseTaskBackend):
             return backoff_module.resolve(task.backoff)
         return self.later.backoff
 
-    def _new_job(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> NewJob:
-        self.validate_task(task)
+    def _new_job(
+        self, task: Task, args: Sequence[Any], kwargs: dict[str, Any], *, validated: bool = False
+    ) -> NewJob:
+        if not validated:
+            self.validate_task(task)
         if self.options_error is not None:
             raise self.options_error
         checked_args, checked_kwargs = check_arguments(task.module_path, args, kwargs)
@@ -289,12 +292,13 @@ class LaterBackend(BaseTaskBackend):
     ) -> list[TaskResult]:
         """Store many calls of one task with a single statement (PostgreSQL) or batch."""
         jobs = []
+        self.validate_task(task)  # once: every call shares the task and its options
         for number, call in enumerate(calls):
             if not isinstance(call, tuple) or len(call) != 2:
                 raise InvalidArgument(
                     f"Call #{number} is {call!r}; each call must be an (args, kwargs) tuple."
                 )
-            jobs.append(self._new_job(task, call[0], call[1]))
+            jobs.append(self._new_job(task, call[0], call[1], validated=True))
         self._insert(jobs)
         return [self._result_for(task, job) for job in jobs]
 

@@ -72,11 +72,15 @@ def resolve_task(task_path: str) -> Task:
 
 def build_result(backend: LaterBackend, row: JobIndexRow, record: JobRecord) -> TaskResult:
     task = resolve_task(record.task_path)
-    task = task.using(
-        queue_name=record.queue_name,
-        priority=record.priority,
-        run_after=from_micros(record.run_after),
-    )
+    run_after = from_micros(record.run_after)
+    if (task.queue_name, task.priority, task.run_after) != (
+        record.queue_name,
+        record.priority,
+        run_after,
+    ):  # copying a Task re-validates it: skip that for a job enqueued with its defaults
+        task = task.using(
+            queue_name=record.queue_name, priority=record.priority, run_after=run_after
+        )
     attempts = record.attempts
     result: TaskResult = TaskResult(
         task=task,

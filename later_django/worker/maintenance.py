@@ -145,3 +145,39 @@ def reconcile_stage_counts(namespace: str, *, using: str) -> dict[str, int]:
             [(namespace, stage, counts.get(stage, 0)) for stage in stages],
         )
     return counts
+
+
+# The tables whose plans matter on the hot path: a claim picks from the delivery
+# queue by index only while the planner knows the queue is more than a handful
+# of rows.
+HOT_TABLES = ("later_delivery_queue", "later_jobs_index", "later_job_execution")
+ANALYZE_SLACK = 1000
+
+
+def refresh_statistics(*, using: str) -> list[str]:
+    """ANALYZE hot tables whose planner statistics are missing or stale (PostgreSQL).
+
+    Autovacuum looks at a database about once a minute; a queue that fills from
+    empty within that minute would be planned as if it were still empty (a full
+    sort of every ready row for each claim). A table counts as stale once it has
+    changed by more rows than it had at its last ANALYZE (plus a slack).
+    ``SKIP_LOCKED`` passes over a table autovacuum is working on. Returns the
+    tables analysed.
+    """
+    connection = connection_for(using)
+    if not is_postgres(connection):
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
+            "WHERE s.relname = ANY(%s) AND s.schemaname = current_schema() "
+            "AND (c.reltuples < 0 OR s.n_mod_since_analyze > c.reltuples + %s) "
+            "ORDER BY s.relname",
+            [list(HOT_TABLES), ANALYZE_SLACK],
+        )
+        stale = [row[0] for row in cursor.fetchall()]
+        for table in stale:
+            cursor.execute(f"ANALYZE (SKIP_LOCKED) {connection.ops.quote_name(table)}")
+    if stale:
+        logger.debug("planner statistics refreshed tables=%s", ",".join(stale))
+    return stale

@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 RECONCILE_INTERVAL = 3600.0
 RECONCILE_RETRY = 60.0
 METRICS_INTERVAL = 1.0
+STATISTICS_INTERVAL = 10.0
 
 
 class Periodic(threading.Thread):
@@ -133,6 +134,8 @@ class Services:
             w.metrics.flush(ns, using=using)
             retrying(lambda: counts.fold(using=using), what="fold stage counts", using=using)
         partitions.duties(self)  # truncation behind heads, healing headless partitions
+        if self.due("statistics", STATISTICS_INTERVAL):
+            retrying(lambda: maintenance.refresh_statistics(using=using), what="statistics")
         if self.due("sample", 60.0):
             retrying(lambda: maintenance.record_queue_sample(ns, using=using), what="queue sample")
         if self.due("reconcile", RECONCILE_INTERVAL):

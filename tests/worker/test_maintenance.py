@@ -27,6 +27,7 @@ from later_django.worker.maintenance import (
     promote_due,
     reconcile_stage_counts,
     record_queue_sample,
+    refresh_statistics,
 )
 from later_django.worker.runner import Worker as LaterWorker
 from later_django.worker.runner import WorkerConfig
@@ -225,3 +226,36 @@ def test_a_worker_postpones_a_recount_it_cannot_lock_and_tries_again_later(vendo
     assert not services.due("reconcile", RECONCILE_INTERVAL)
     services.last["reconcile"] -= 60
     assert services.due("reconcile", RECONCILE_INTERVAL)
+
+
+def test_a_queue_filled_since_its_last_analyze_gets_fresh_planner_statistics(vendor):
+    if vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    with connections["default"].cursor() as cursor:
+        cursor.execute("ANALYZE later_delivery_queue")  # analysed while empty
+    assert "later_delivery_queue" not in refresh_statistics(using="default")
+    tasks.add.enqueue_many([((i, i), {}) for i in range(1500)])
+
+    def queue_reported():
+        """the 1,500 new rows show in the table's statistics"""
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SELECT pg_stat_force_next_flush()")
+            cursor.execute(
+                "SELECT n_mod_since_analyze FROM pg_stat_user_tables "
+                "WHERE relname = 'later_delivery_queue'"
+            )
+            return cursor.fetchone()[0] >= 1500
+
+    wait_for(queue_reported, timeout=10)
+    assert "later_delivery_queue" in refresh_statistics(using="default")
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'later_delivery_queue'")
+        assert cursor.fetchone()[0] == 1500
+    assert "later_delivery_queue" not in refresh_statistics(using="default")
+
+
+def test_refreshing_statistics_is_a_no_op_on_sqlite(vendor):
+    if vendor != "sqlite":
+        pytest.skip("SQLite only")
+    tasks.add.enqueue_many([((i, i), {}) for i in range(10)])
+    assert refresh_statistics(using="default") == []
