@@ -4,7 +4,9 @@
 
 Each database is created fresh and dropped afterwards. Figures:
 enqueue (one job per transaction), bulk enqueue, drain of queued no-op jobs by
-one ``later_worker`` process, enqueue-to-start latency on an idle worker, and
+one ``later_worker`` process, enqueue-to-start latency on an idle worker, a
+reference figure (one bare row inserted per transaction through the driver,
+the machine's ceiling for the enqueue figure), and
 (with ``--memory N``) the worker's resident memory while it drains N jobs.
 """
 
@@ -49,6 +51,8 @@ def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
     child("migrate", url)
     figures: dict[str, str] = {}
     figures["enqueue one per transaction"] = child("enqueue_single", url, "3000") + " jobs/s"
+    # The machine's ceiling for that figure: one bare row per transaction, no Django.
+    figures["(reference) bare one-row INSERT + COMMIT"] = child("floor", url, "3000") + " rows/s"
     figures["bulk enqueue"] = child("enqueue_bulk", url, str(drain)) + " jobs/s"
     # The bulk run queued `drain` jobs: one burst worker drains them.
     proc = worker(url, "--burst", "--concurrency", "8")
@@ -96,6 +100,20 @@ def child_main(mode: str, args: list[str]) -> None:
         for _ in range(n):
             with transaction.atomic():
                 noop.enqueue()
+        print(f"{n / (time.perf_counter() - began):,.0f}")
+        return
+    if mode == "floor":
+        n = int(args[0])
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE TEMPORARY TABLE bench_floor (id integer, value text)")
+        raw = connection.connection  # the driver's own connection: no ORM, no Django cursor
+        insert = "INSERT INTO bench_floor VALUES " + (
+            "(?, ?)" if connection.vendor == "sqlite" else "(%s, %s)"
+        )
+        began = time.perf_counter()
+        for i in range(n):
+            with transaction.atomic():
+                raw.execute(insert, (i, "x"))
         print(f"{n / (time.perf_counter() - began):,.0f}")
         return
     if mode == "enqueue_bulk":
