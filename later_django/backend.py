@@ -216,11 +216,8 @@ class LaterBackend(BaseTaskBackend):
             return backoff_module.resolve(task.backoff)
         return self.later.backoff
 
-    def _new_job(
-        self, task: Task, args: Sequence[Any], kwargs: dict[str, Any], *, validated: bool = False
-    ) -> NewJob:
-        if not validated:
-            self.validate_task(task)
+    def _new_job(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> NewJob:
+        """A job for ``task`` called with ``args``/``kwargs``; the caller validated ``task``."""
         if self.options_error is not None:
             raise self.options_error
         checked_args, checked_kwargs = check_arguments(task.module_path, args, kwargs)
@@ -283,6 +280,7 @@ class LaterBackend(BaseTaskBackend):
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Store a job in the current transaction of the backend's database."""
+        self.validate_task(task)
         job = self._new_job(task, args, kwargs)
         self._insert([job])
         return self._result_for(task, job)
@@ -298,7 +296,7 @@ class LaterBackend(BaseTaskBackend):
                 raise InvalidArgument(
                     f"Call #{number} is {call!r}; each call must be an (args, kwargs) tuple."
                 )
-            jobs.append(self._new_job(task, call[0], call[1], validated=True))
+            jobs.append(self._new_job(task, call[0], call[1]))
         self._insert(jobs)
         return [self._result_for(task, job) for job in jobs]
 

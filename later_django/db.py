@@ -106,7 +106,7 @@ def _prepared_cursor_class() -> type:
 
 @contextmanager
 def hot_cursor(using: str) -> Iterator[Any]:
-    """A cursor for the engine's hot statements: enqueue, claim and outcome.
+    """A cursor for the engine's hot statements: enqueue, claims and outcomes.
 
     Django binds parameters on the client and never prepares, so PostgreSQL
     parses and plans each of those large statements every time it runs, which
