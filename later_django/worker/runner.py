@@ -42,6 +42,9 @@ OUTCOME_LOG_LEVELS = {
     RELEASE: logging.WARNING,
 }
 INTERRUPT_GRACE = 1.0
+# Outcomes stored by the writer thread but not yet written may hold this many
+# beyond two batches before the worker stops claiming to let it catch up.
+WRITER_SLACK = 2 * BATCH
 
 
 @dataclass
@@ -95,13 +98,19 @@ class Worker:
         self.running: dict[str, Running] = {}
         self.slots: list[Slot] = []
         self.pending: list[Outcome] = []
+        self.unstored = 0  # outcomes handed to the outbox and not yet stored (under lock)
+        self.writer: threading.Thread | None = None
+        self.writer_stop = threading.Event()
         self.metrics = MetricsBatch()
         self.counts = config.counts
         self.claimed_total = 0
         self.signals = 0
         self.drain_deadline = 0.0
         self.started_at = timezone.now()
-        self.capacity = config.concurrency + min(config.concurrency, BATCH)
+        # Beyond the busy slots, up to one batch ("the reserve", at most twice the
+        # slots) waits in the inbox.
+        self.reserve = min(2 * config.concurrency, BATCH)
+        self.capacity = config.concurrency + self.reserve
         partitions.start(self)  # refuses to start with a mismatched topic layout
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -125,6 +134,13 @@ class Worker:
         if self.backend_vendor() == "postgresql":
             listener = PostgresListener(self.using, self.namespace, self.wake)
             listener.start()
+            # Outcomes are stored on a connection of their own, so the server writes
+            # one batch's outcomes while the next batch is claimed. SQLite has one
+            # writer at a time: there the loop stores them itself.
+            self.writer = threading.Thread(
+                target=self._write_outcomes, name="later-outcomes", daemon=True
+            )
+            self.writer.start()
         else:
             use_wal(self.using)
             watcher = SqliteWatcher(self.using)
@@ -137,6 +153,7 @@ class Worker:
         finally:
             for _ in self.slots:
                 self.inbox.put(None)
+            self._stop_writer()
             services.stop()
             if listener is not None:
                 listener.stop()
@@ -189,7 +206,8 @@ class Worker:
         poll = later_settings.poll_interval
         while True:
             self.wake.clear()
-            self._collect_outcomes()
+            if self.writer is None:
+                self._collect_outcomes()
             self._check_timeouts()
             if self.stop_requested.is_set():
                 self._release_unstarted()
@@ -197,7 +215,7 @@ class Worker:
                     return
                 if time.monotonic() >= self.drain_deadline:
                     self._release_running()
-                    self._collect_outcomes()
+                    self._store_now()
                     return
                 idle_wait(self.wake, 0.05, None)
                 continue
@@ -208,11 +226,16 @@ class Worker:
                 idle_wait(self.wake, poll, None)
                 continue
             # One batch may wait in the inbox beyond the busy slots, so slots never
-            # idle between the end of a job and the next claim.
-            free = self.capacity - len(self.running)
+            # idle between the end of a job and the next claim. The next batch is
+            # claimed once that one has been taken up, whole: a claim costs about
+            # the same for one job as for a full batch.
+            with self.lock:
+                free = self.capacity - len(self.running) - max(0, self.unstored - WRITER_SLACK)
+            wanted = self.reserve
             if limit is not None:
                 free = min(free, limit - self.claimed_total)
-            claimed = self._claim(free) if free > 0 else []
+                wanted = min(wanted, limit - self.claimed_total)
+            claimed = self._claim(free) if free > 0 and free >= wanted else []
             if claimed:
                 continue
             if self.config.burst and self._settled():
@@ -245,7 +268,7 @@ class Worker:
     def _settled(self) -> bool:
         """Whether nothing is running and every outcome has been stored."""
         with self.lock:
-            return not self.running and self.outbox.empty() and not self.pending
+            return not self.running and self.unstored == 0
 
     def _claim_queue(self, free: int) -> list[Claimed]:
         return retrying(
@@ -308,7 +331,7 @@ class Worker:
         with self.lock:
             if self.running.pop(item.job_id, None) is None:
                 return  # already settled (timed out and abandoned, or released)
-            self.outbox.put(outcome)
+            self._emit(outcome)
         self.wake.set()
 
     def _check_timeouts(self) -> None:
@@ -343,16 +366,16 @@ class Worker:
         )
         from ..exceptions import TaskTimeout
 
-        self.outbox.put(
-            failed_outcome(
-                running.item,
-                TaskTimeout(
-                    f"Job {running.item.job_id!r} ran longer than its timeout of {timeout} "
-                    "seconds and did not stop when interrupted."
-                ),
-                self.id,
-            )
+        outcome = failed_outcome(
+            running.item,
+            TaskTimeout(
+                f"Job {running.item.job_id!r} ran longer than its timeout of {timeout} "
+                "seconds and did not stop when interrupted."
+            ),
+            self.id,
         )
+        with self.lock:
+            self._emit(outcome)
         self._add_slot(len(self.slots))
 
     def _release_running(self) -> None:
@@ -383,11 +406,61 @@ class Worker:
         record = running.item.record
         if record is not None and record.attempts:
             record.attempts.pop()
-        self.outbox.put(
-            Outcome(running.item.job_id, running.item.epoch, RELEASE, record, timezone.now())
-        )
+        outcome = Outcome(running.item.job_id, running.item.epoch, RELEASE, record, timezone.now())
+        with self.lock:
+            self._emit(outcome)
 
     # -- outcomes ----------------------------------------------------------------------------
+
+    def _emit(self, outcome: Outcome) -> None:
+        """Hand an outcome over to be stored; the caller holds ``self.lock``."""
+        self.unstored += 1
+        self.outbox.put(outcome)
+
+    def _write_outcomes(self) -> None:
+        """The writer thread: store outcomes as they come, until stopped and drained."""
+        from django.db import connection
+
+        try:
+            while True:
+                if not self.pending:
+                    try:
+                        self.pending.append(self.outbox.get(timeout=0.1))
+                    except queue.Empty:
+                        if self.writer_stop.is_set():
+                            return
+                        continue
+                self._collect_outcomes()
+                self.wake.set()  # stored outcomes can make more work claimable
+        finally:
+            connection.close()
+
+    def _store_now(self, timeout: float = 10.0) -> None:
+        """Store every outcome handed over so far (waiting for the writer, if there is one)."""
+        if self.writer is None:
+            self._collect_outcomes()
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.writer.is_alive():
+            with self.lock:
+                if self.unstored == 0:
+                    return
+            time.sleep(0.01)
+
+    def _stop_writer(self) -> None:
+        if self.writer is None:
+            return
+        self._store_now()
+        self.writer_stop.set()
+        self.writer.join(timeout=10)
+        with self.lock:
+            left = self.unstored
+        if left:
+            logger.error(
+                "%s outcome(s) could not be stored before exit; their leases will lapse and "
+                "the jobs run again",
+                left,
+            )
 
     def _collect_outcomes(self) -> None:
         while True:
@@ -415,6 +488,8 @@ class Worker:
             time.sleep(0.5)
             return
         self.pending = []
+        with self.lock:
+            self.unstored -= len(batch)
         now = timezone.now()
         self.counts["fenced"] += len(batch) - len(written)
         for outcome in written:
