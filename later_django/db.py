@@ -146,6 +146,25 @@ def hot_cursor(using: str) -> Iterator[Any]:
         yield cursor
 
 
+@contextmanager
+def one_statement(using: str) -> Iterator[Any]:
+    """A hot cursor for a single statement that is atomic by itself.
+
+    On PostgreSQL, outside any transaction, the statement runs in autocommit:
+    it is its own transaction, one round trip instead of three (BEGIN, the
+    statement, COMMIT). Anywhere else it runs in the caller's transaction, or
+    on SQLite in a write transaction of its own, without a savepoint: the
+    statement must not be one a caller recovers from.
+    """
+    connection = connection_for(using)
+    if is_postgres(connection) and not connection.in_atomic_block:
+        with hot_cursor(using) as cursor:
+            yield cursor
+        return
+    with write_transaction(using, savepoint=False, hot=True) as cursor:
+        yield cursor
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether a database error is worth retrying (locks, deadlocks, lost connections)."""
     from .storage import is_transient as storage_is_transient

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from .db import connection_for, is_postgres, to_db, write_transaction
+from .db import connection_for, is_postgres, one_statement, to_db, write_transaction
 from .records import JobRecord, job_key
 
 
@@ -74,50 +75,11 @@ def insert_jobs(namespace: str, jobs: Sequence[NewJob], *, using: str) -> None:
     if not jobs:
         return
     connection = connection_for(using)
+    if is_postgres(connection):
+        with one_statement(using) as cursor:
+            _insert_postgres(cursor, namespace, jobs)
+        return
     with write_transaction(using, savepoint=False, hot=True) as cursor:
-        if is_postgres(connection) and len(jobs) == 1:
-            job = jobs[0]
-            cursor.execute(
-                PG_INSERT_ONE,
-                {
-                    "ns": namespace,
-                    "id": job.record.id,
-                    "value": job.record.encode(),
-                    "task_path": job.record.task_path,
-                    "queue": job.record.queue_name,
-                    "priority": job.record.priority,
-                    "stage": job.stage,
-                    "enqueued_at": job.enqueued_at,
-                    "run_at": job.run_at,
-                    "topic": job.record.topic,
-                    "part": job.record.partition,
-                    "seq": job.record.sequence,
-                    "parent": job.record.parent_id,
-                },
-            )
-            return
-        if is_postgres(connection):
-            cursor.execute(
-                PG_INSERT,
-                [
-                    [j.record.id for j in jobs],
-                    [j.record.encode() for j in jobs],
-                    [j.record.task_path for j in jobs],
-                    [j.record.queue_name for j in jobs],
-                    [j.record.priority for j in jobs],
-                    [j.stage for j in jobs],
-                    [j.enqueued_at for j in jobs],
-                    [j.run_at for j in jobs],
-                    [j.record.topic for j in jobs],
-                    [j.record.partition for j in jobs],
-                    [j.record.sequence for j in jobs],
-                    [j.record.parent_id for j in jobs],
-                    namespace,
-                    namespace,
-                    namespace,
-                ],
-            )
-            return
         cursor.executemany(
             "INSERT INTO later_storage (namespace, key, value) VALUES (%s, %s, %s)",
             [(namespace, job_key(j.record.id), j.record.encode()) for j in jobs],
@@ -162,3 +124,47 @@ def insert_jobs(namespace: str, jobs: Sequence[NewJob], *, using: str) -> None:
                     for j in queued
                 ],
             )
+
+
+def _insert_postgres(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
+    if len(jobs) == 1:
+        job = jobs[0]
+        cursor.execute(
+            PG_INSERT_ONE,
+            {
+                "ns": namespace,
+                "id": job.record.id,
+                "value": job.record.encode(),
+                "task_path": job.record.task_path,
+                "queue": job.record.queue_name,
+                "priority": job.record.priority,
+                "stage": job.stage,
+                "enqueued_at": job.enqueued_at,
+                "run_at": job.run_at,
+                "topic": job.record.topic,
+                "part": job.record.partition,
+                "seq": job.record.sequence,
+                "parent": job.record.parent_id,
+            },
+        )
+        return
+    cursor.execute(
+        PG_INSERT,
+        [
+            [j.record.id for j in jobs],
+            [j.record.encode() for j in jobs],
+            [j.record.task_path for j in jobs],
+            [j.record.queue_name for j in jobs],
+            [j.record.priority for j in jobs],
+            [j.stage for j in jobs],
+            [j.enqueued_at for j in jobs],
+            [j.run_at for j in jobs],
+            [j.record.topic for j in jobs],
+            [j.record.partition for j in jobs],
+            [j.record.sequence for j in jobs],
+            [j.record.parent_id for j in jobs],
+            namespace,
+            namespace,
+            namespace,
+        ],
+    )

@@ -1,0 +1,84 @@
+"""PostgreSQL: what an enqueue sends to the server, read from libpq's protocol trace."""
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+
+from tests import tasks
+from tests.models import Order
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def postgres_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+
+
+@contextmanager
+def traced() -> Iterator[list[str]]:
+    """The names of the protocol messages the client sends inside the block."""
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    sent: list[str] = []
+    with tempfile.TemporaryFile() as trace:
+        pgconn.trace(trace.fileno())
+        try:
+            yield sent
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        for line in trace.read().decode(errors="replace").splitlines():
+            fields = line.split("\t")
+            if len(fields) >= 4 and fields[1] == "F":
+                sent.append(fields[3] + (fields[4] if fields[3] == "Query" else ""))
+
+
+def job_is_visible_elsewhere(job_id: str) -> bool:
+    settings = connection.settings_dict
+    with psycopg.connect(
+        host=settings["HOST"] or None,
+        port=settings["PORT"] or None,
+        user=settings["USER"],
+        dbname=settings["NAME"],
+    ) as other:
+        return (
+            other.execute("SELECT 1 FROM later_jobs_index WHERE job_id = %s", [job_id]).fetchone()
+            is not None
+        )
+
+
+def test_an_enqueue_outside_a_transaction_is_one_statement_in_autocommit():
+    tasks.add.enqueue(0, 1)  # the statement is prepared on first use
+    with traced() as sent:
+        result = tasks.add.enqueue(1, 2)
+    assert sent.count("Execute") == 1
+    assert not [m for m in sent if m.startswith("Query")], sent  # no BEGIN, no COMMIT
+    assert job_is_visible_elsewhere(result.id)
+
+
+def test_an_enqueue_inside_a_transaction_commits_with_it():
+    tasks.add.enqueue(0, 1)
+    with traced() as sent, transaction.atomic():
+        Order.objects.create(reference="order-1")
+        result = tasks.add.enqueue(1, 2)
+        assert not job_is_visible_elsewhere(result.id)
+    assert [m for m in sent if m in ('Query "BEGIN"', 'Query "COMMIT"')] == [
+        'Query "BEGIN"',
+        'Query "COMMIT"',
+    ]
+    assert job_is_visible_elsewhere(result.id)
+
+
+def test_a_bulk_enqueue_outside_a_transaction_is_one_statement_in_autocommit():
+    tasks.add.enqueue_many([((0, 1), {}), ((1, 1), {})])
+    with traced() as sent:
+        results = tasks.add.enqueue_many([((i, 1), {}) for i in range(50)])
+    assert sent.count("Execute") == 1
+    assert not [m for m in sent if m.startswith("Query")], sent
+    assert all(job_is_visible_elsewhere(r.id) for r in results[::10])
