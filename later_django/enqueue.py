@@ -30,11 +30,13 @@ INDEX_COLUMNS = (
     "enqueued_at, run_at, transitioned_at, topic, partition, sequence, parent_job_id"
 )
 
+# The arrays travel in binary (%b): the text format quotes and escapes every
+# element in Python, which cost more than building the jobs.
 PG_INSERT = f"""
 WITH job AS (
     SELECT * FROM unnest(
-        %s::text[], %s::bytea[], %s::text[], %s::text[], %s::int[], %s::text[],
-        %s::timestamptz[], %s::timestamptz[], %s::text[], %s::int[], %s::bigint[], %s::text[]
+        %b::text[], %b::bytea[], %b::text[], %b::text[], %b::int[], %b::text[],
+        %b::timestamptz[], %b::timestamptz[], %b::text[], %b::int[], %b::bigint[], %b::text[]
     ) AS t(job_id, value, task_path, queue_name, priority, stage,
            enqueued_at, run_at, topic, part, seq, parent_job_id)
 ), stored AS (

@@ -36,12 +36,13 @@ class Outcome:
     transitions: list[str] = field(default_factory=list)
 
 
+# Arrays travel in binary (%b), which psycopg adapts without escaping each element.
 PG_OUTCOMES = """
 WITH v AS (
     SELECT * FROM unnest(
-        %(job_ids)s::text[], %(epochs)s::bigint[], %(stages)s::text[], %(values)s::bytea[],
-        %(finished)s::timestamptz[], %(run_at)s::timestamptz[], %(expire)s::timestamptz[],
-        %(attempts)s::int[]
+        %(job_ids)b::text[], %(epochs)b::bigint[], %(stages)b::text[], %(values)b::bytea[],
+        %(finished)b::timestamptz[], %(run_at)b::timestamptz[], %(expire)b::timestamptz[],
+        %(attempts)b::int[]
     ) AS t(job_id, epoch, stage, value, finished_at, run_at, date_expire, attempts_delta)
 ), fenced AS (
     DELETE FROM later_job_execution AS e USING v
