@@ -4,11 +4,14 @@ A continuation is enqueued with ``task.using(after=parent).enqueue(...)``. Its
 fate is settled in the transaction that ends its parent: success releases it
 (``enqueued``, or ``delayed`` while its own ``run_after`` is in the future);
 failure or cancellation cancels it and every waiting descendant, each with a
-reason naming its parent. The enqueuer holds a share lock on the parent's index
-row (PostgreSQL; SQLite serialises writers) and the completing worker locks the
-parent rows before settling children, so a child committed concurrently with its
-parent's completion is always either seen as waiting by the release or inserted
-after it, seeing the parent's final stage: none is left waiting forever.
+reason naming its parent. The enqueuer sets ``has_children`` on the parent's
+index row, which locks it until the enqueuer commits (PostgreSQL; SQLite
+serialises writers), and the completing worker locks the parent rows before
+settling children, so a child committed concurrently with its parent's
+completion is always either seen as waiting by the release or inserted after
+it, seeing the parent's final stage: none is left waiting forever. A worker
+stores the outcomes of jobs without children in one statement; a finished job
+with children goes through the transaction that settles them.
 
 A continuation of an occurrence of a sequential schedule joins that
 occurrence's partition of the reserved topic ``later.schedules``, so it runs
@@ -49,15 +52,31 @@ def check_parent_id(value: Any) -> str:
 
 
 def _parent_rows(cursor: Any, namespace: str, ids: list[str], now: datetime) -> dict[str, tuple]:
-    """Lock and read the parents' index rows: job id -> (stage, topic, partition)."""
+    """Mark the parents as having children and read their rows: id -> (stage, topic, partition).
+
+    The update locks each parent's index row until the caller's transaction
+    ends (on PostgreSQL in job id order, so two enqueuers never deadlock), and
+    reads the stage it has once any completion holding that lock committed.
+    """
     connection = cursor.db
-    cursor.execute(
-        "SELECT job_id, stage, topic, partition FROM later_jobs_index "
-        f"WHERE namespace = %s AND job_id IN ({placeholders(len(ids))}) "
-        "AND (date_expire IS NULL OR date_expire > %s)"
-        + (" FOR SHARE" if is_postgres(connection) else ""),
-        [namespace, *ids, to_db(connection, now)],
-    )
+    live = "(date_expire IS NULL OR date_expire > %s)"
+    params = [namespace, *ids, to_db(connection, now)]
+    if is_postgres(connection):
+        cursor.execute(
+            "UPDATE later_jobs_index AS i SET has_children = TRUE FROM ("
+            "SELECT id FROM later_jobs_index WHERE namespace = %s "
+            f"AND job_id IN ({placeholders(len(ids))}) AND {live} "
+            "ORDER BY job_id FOR NO KEY UPDATE) AS parent "
+            "WHERE i.id = parent.id RETURNING i.job_id, i.stage, i.topic, i.partition",
+            params,
+        )
+    else:
+        cursor.execute(
+            "UPDATE later_jobs_index SET has_children = TRUE WHERE namespace = %s "
+            f"AND job_id IN ({placeholders(len(ids))}) AND {live} "
+            "RETURNING job_id, stage, topic, partition",
+            params,
+        )
     return {row[0]: row[1:] for row in cursor.fetchall()}
 
 
@@ -131,7 +150,7 @@ def settle(
     """Release the waiting children of ``succeeded`` jobs and cancel those of ``failed`` ones.
 
     Runs in the transaction that ends the parents, after their index rows were
-    updated: that update waited out any enqueuer still holding a share lock on
+    updated (or locked): that waited out any enqueuer still holding the lock on
     a parent's row, so its child is visible to the statements below (each
     statement takes a fresh snapshot under READ COMMITTED).
     """

@@ -82,3 +82,39 @@ def test_a_bulk_enqueue_outside_a_transaction_is_one_statement_in_autocommit():
     assert sent.count("Execute") == 1
     assert not [m for m in sent if m.startswith("Query")], sent
     assert all(job_is_visible_elsewhere(r.id) for r in results[::10])
+
+
+def finish_all() -> list[str]:
+    from django.utils import timezone
+
+    from later_django.worker.claiming import claim
+    from later_django.worker.outcomes import SUCCESS, Outcome, record_outcomes
+
+    claimed = claim("tests", "w1", queues=None, free=16, lease_seconds=30, using="default")
+    outcomes = [Outcome(c.job_id, c.epoch, SUCCESS, c.record, timezone.now()) for c in claimed]
+    with traced() as sent:
+        written = record_outcomes("tests", "w1", outcomes, retention_seconds=60, using="default")
+    assert len(written) == len(claimed)
+    return sent
+
+
+def test_outcomes_of_jobs_without_children_are_one_statement_in_autocommit():
+    tasks.add.enqueue(0, 1)
+    finish_all()  # prepares the statement
+    tasks.add.enqueue_many([((i, 1), {}) for i in range(16)])
+    sent = finish_all()
+    assert sent.count("Execute") == 1
+    assert not [m for m in sent if m.startswith("Query")], sent
+
+
+def test_a_job_with_children_ends_in_the_transaction_that_releases_them():
+    parent = tasks.add.enqueue(0, 1)
+    child = tasks.add.using(after=parent).enqueue(1, 1)
+    sent = finish_all()
+    # The one statement leaves the parent alone; a transaction stores it and releases the child.
+    assert 'Query "BEGIN"' in sent
+    assert 'Query "COMMIT"' in sent
+    child.refresh()
+    parent.refresh()
+    assert (parent.status, child.status) == ("SUCCESSFUL", "READY")
+    assert job_is_visible_elsewhere(child.id)

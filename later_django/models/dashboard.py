@@ -51,6 +51,8 @@ class JobIndexRow(models.Model):
     sequence = models.BigIntegerField(null=True, blank=True)
     parent_job_id = models.CharField(max_length=JOB_ID_LENGTH, null=True, blank=True)
     date_expire = models.DateTimeField(null=True, blank=True)
+    # Set by the enqueue of a continuation: its outcome must release or cancel children.
+    has_children = models.BooleanField(db_default=False)
 
     class Meta:
         db_table = "later_jobs_index"

@@ -16,7 +16,15 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from .. import continuations
-from ..db import connection_for, is_postgres, placeholders, to_db, write_transaction
+from ..db import (
+    connection_for,
+    hot_cursor,
+    is_postgres,
+    placeholders,
+    retrying,
+    to_db,
+    write_transaction,
+)
 from ..records import JobRecord, job_key, to_micros
 from ..topics import completion as partitions
 
@@ -37,14 +45,14 @@ class Outcome:
 
 
 # Arrays travel in binary (%b), which psycopg adapts without escaping each element.
-PG_OUTCOMES = """
-WITH v AS (
-    SELECT * FROM unnest(
+_GIVEN = """unnest(
         %(job_ids)b::text[], %(epochs)b::bigint[], %(stages)b::text[], %(values)b::bytea[],
         %(finished)b::timestamptz[], %(run_at)b::timestamptz[], %(expire)b::timestamptz[],
         %(attempts)b::int[]
-    ) AS t(job_id, epoch, stage, value, finished_at, run_at, date_expire, attempts_delta)
-), fenced AS (
+    ) AS t(job_id, epoch, stage, value, finished_at, run_at, date_expire, attempts_delta)"""
+
+# Stores the outcomes in ``v``; returns (job id, deferred, ...) for each one it held.
+_STORE = """fenced AS (
     DELETE FROM later_job_execution AS e USING v
     WHERE e.namespace = %(ns)s AND e.owner = %(owner)s AND e.job_id = v.job_id
       AND e.epoch = v.epoch
@@ -73,7 +81,31 @@ WITH v AS (
 ), woken AS (
     SELECT pg_notify('later_delivery', %(ns)s) FROM (SELECT 1 FROM requeued LIMIT 1) AS any_requeued
 )
-SELECT job_id, (SELECT COUNT(*) FROM woken) FROM fenced
+SELECT job_id, FALSE, (SELECT COUNT(*) FROM woken) FROM fenced"""
+
+# In the transaction that also settles partition heads and children.
+PG_OUTCOMES = f"""
+WITH v AS (SELECT * FROM {_GIVEN}), {_STORE}
+"""
+
+# On its own, in autocommit: every job's index row is locked first (in id order,
+# as a continuation's enqueue locks parents), which reads ``has_children`` as
+# committed by any enqueue that held the row. A finished job with children is
+# left alone ("deferred") for the transaction that settles its children with it.
+PG_OUTCOMES_ALONE = f"""
+WITH locked AS MATERIALIZED (
+    SELECT job_id, has_children FROM later_jobs_index
+    WHERE namespace = %(ns)s AND job_id = ANY(%(job_ids)b::text[])
+    ORDER BY job_id FOR NO KEY UPDATE
+), given AS (
+    SELECT * FROM {_GIVEN}
+), deferred AS (
+    SELECT l.job_id FROM locked AS l JOIN given AS g USING (job_id)
+    WHERE l.has_children AND g.stage IN ('success', 'failed')
+), v AS (
+    SELECT * FROM given WHERE job_id NOT IN (SELECT job_id FROM deferred)
+), {_STORE}
+UNION ALL SELECT job_id, TRUE, 0 FROM deferred
 """
 
 
@@ -108,42 +140,24 @@ def record_outcomes(
             if terminal:
                 o.record.finished_at = to_micros(o.finished_at)
         plans.append((o, stage, run_at, terminal))
-    with write_transaction(using, hot=True) as cursor:
-        heads = partitions.lock_heads(cursor, namespace, outcomes)  # before execution leases
-        if is_postgres(connection):
-            cursor.execute(
-                PG_OUTCOMES,
-                {
-                    "ns": namespace,
-                    "owner": owner,
-                    "now": now,
-                    "job_ids": [o.job_id for o, *_ in plans],
-                    "epochs": [o.epoch for o, *_ in plans],
-                    "stages": [stage for _, stage, _, _ in plans],
-                    "values": [o.record.encode() if o.record else None for o, *_ in plans],
-                    "finished": [o.finished_at if t else None for o, _, _, t in plans],
-                    "run_at": [run_at for _, _, run_at, _ in plans],
-                    "expire": [expire_at if t else None for *_, t in plans],
-                    "attempts": [-1 if o.kind == RELEASE else 0 for o, *_ in plans],
-                },
+    if is_postgres(connection) and not connection.in_atomic_block and _plain(outcomes):
+        with hot_cursor(using) as cursor:
+            cursor.execute(PG_OUTCOMES_ALONE, _pg_params(namespace, owner, plans, now, expire_at))
+            rows = cursor.fetchall()
+        held = {job_id for job_id, deferred, _ in rows if not deferred}
+        deferred = {job_id for job_id, is_deferred, _ in rows if is_deferred}
+        if deferred:
+            # Retried here: a retry of the whole call would find these others fenced out.
+            rest = [p for p in plans if p[0].job_id in deferred]
+            held |= retrying(
+                lambda: _record_with_settling(
+                    connection, namespace, owner, rest, now, expire_at, using
+                ),
+                what="record outcomes of jobs with continuations",
+                using=using,
             )
-            held = {row[0] for row in cursor.fetchall()}
-        else:
-            held = _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at)
-        # A finished head advances its partition in the transaction that stores its state.
-        settled = [p for p in plans if p[0].job_id in held]
-        partitions.settle(cursor, namespace, owner, settled, heads, now)
-        # Children are released or cancelled in the same transaction as their parents end.
-        continuations.settle(
-            cursor,
-            namespace,
-            succeeded=[
-                o.job_id for o, stage, _, _ in plans if o.job_id in held and stage == "success"
-            ],
-            failed=[o.job_id for o, stage, _, _ in plans if o.job_id in held and stage == "failed"],
-            now=now,
-            expire_at=expire_at,
-        )
+    else:
+        held = _record_with_settling(connection, namespace, owner, plans, now, expire_at, using)
     written = []
     for o, stage, _, _ in plans:
         if o.job_id in held:
@@ -157,6 +171,52 @@ def record_outcomes(
                 o.kind,
             )
     return written
+
+
+def _plain(outcomes: list[Outcome]) -> bool:
+    """Whether no outcome can touch a partition head: no topic job, no unreadable record."""
+    return all(o.record is not None and o.record.topic is None for o in outcomes)
+
+
+def _pg_params(namespace, owner, plans, now, expire_at) -> dict[str, object]:
+    return {
+        "ns": namespace,
+        "owner": owner,
+        "now": now,
+        "job_ids": [o.job_id for o, *_ in plans],
+        "epochs": [o.epoch for o, *_ in plans],
+        "stages": [stage for _, stage, _, _ in plans],
+        "values": [o.record.encode() if o.record else None for o, *_ in plans],
+        "finished": [o.finished_at if t else None for o, _, _, t in plans],
+        "run_at": [run_at for _, _, run_at, _ in plans],
+        "expire": [expire_at if t else None for *_, t in plans],
+        "attempts": [-1 if o.kind == RELEASE else 0 for o, *_ in plans],
+    }
+
+
+def _record_with_settling(connection, namespace, owner, plans, now, expire_at, using) -> set[str]:
+    """Store outcomes, advance partition heads and settle children, in one transaction."""
+    outcomes = [o for o, *_ in plans]
+    with write_transaction(using, hot=True) as cursor:
+        heads = partitions.lock_heads(cursor, namespace, outcomes)  # before execution leases
+        if is_postgres(connection):
+            cursor.execute(PG_OUTCOMES, _pg_params(namespace, owner, plans, now, expire_at))
+            held = {row[0] for row in cursor.fetchall()}
+        else:
+            held = _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at)
+        # A finished head advances its partition in the transaction that stores its state.
+        settled = [p for p in plans if p[0].job_id in held]
+        partitions.settle(cursor, namespace, owner, settled, heads, now)
+        # Children are released or cancelled in the same transaction as their parents end.
+        continuations.settle(
+            cursor,
+            namespace,
+            succeeded=[o.job_id for o, stage, _, _ in settled if stage == "success"],
+            failed=[o.job_id for o, stage, _, _ in settled if stage == "failed"],
+            now=now,
+            expire_at=expire_at,
+        )
+    return held
 
 
 def _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at) -> set[str]:
