@@ -8,7 +8,7 @@ autocommit's own), bulk enqueue, drain of queued no-op jobs by
 one ``later_worker`` process, enqueue-to-start latency on an idle worker, a
 reference figure (one bare row inserted per ``transaction.atomic()`` through
 the driver: BEGIN, INSERT and COMMIT, the ceiling for the first enqueue
-figure), and
+figure; and the driver's round trip of ``SELECT 1``, to compare machines), and
 (with ``--memory N``) the worker's resident memory while it drains N jobs.
 """
 
@@ -60,6 +60,7 @@ def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
     )
     # The machine's ceiling for that figure: one bare row per transaction, no Django.
     figures["(reference) bare one-row INSERT + COMMIT"] = child("floor", url, "3000") + " rows/s"
+    figures["(reference) SELECT 1 round trip"] = child("round_trip", url, "3000")
     figures["bulk enqueue"] = child("enqueue_bulk", url, str(drain)) + " jobs/s"
     # The bulk run queued `drain` jobs: one burst worker drains them.
     proc = worker(url, "--burst", "--concurrency", "8")
@@ -115,6 +116,14 @@ def child_main(mode: str, args: list[str]) -> None:
         for _ in range(n):
             noop.enqueue()
         print(f"{n / (time.perf_counter() - began):,.0f}")
+        return
+    if mode == "round_trip":
+        n = int(args[0])
+        raw = connection.cursor().connection  # the driver's own connection
+        began = time.perf_counter()
+        for _ in range(n):
+            raw.execute("SELECT 1").fetchall()
+        print(f"{(time.perf_counter() - began) / n * 1e6:.0f} µs")
         return
     if mode == "floor":
         n = int(args[0])
