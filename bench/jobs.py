@@ -119,7 +119,8 @@ def child_main(mode: str, args: list[str]) -> None:
         return
     if mode == "round_trip":
         n = int(args[0])
-        raw = connection.cursor().connection  # the driver's own connection
+        connection.ensure_connection()
+        raw = connection.connection  # the driver's own connection
         began = time.perf_counter()
         for _ in range(n):
             raw.execute("SELECT 1").fetchall()

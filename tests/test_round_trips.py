@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, transaction
 
 from tests import tasks
+from tests.continuations.inline import claim_ready, finish
 from tests.models import Order
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,15 +86,10 @@ def test_a_bulk_enqueue_outside_a_transaction_is_one_statement_in_autocommit():
 
 
 def finish_all() -> list[str]:
-    from django.utils import timezone
-
-    from later_django.worker.claiming import claim
-    from later_django.worker.outcomes import SUCCESS, Outcome, record_outcomes
-
-    claimed = claim("tests", "w1", queues=None, free=16, lease_seconds=30, using="default")
-    outcomes = [Outcome(c.job_id, c.epoch, SUCCESS, c.record, timezone.now()) for c in claimed]
+    """Claim every runnable job, store its success, and return what storing sent."""
+    claimed = claim_ready()
     with traced() as sent:
-        written = record_outcomes("tests", "w1", outcomes, retention_seconds=60, using="default")
+        written = finish(claimed)
     assert len(written) == len(claimed)
     return sent
 

@@ -144,7 +144,7 @@ def record_outcomes(
         with hot_cursor(using) as cursor:
             cursor.execute(PG_OUTCOMES_ALONE, _pg_params(namespace, owner, plans, now, expire_at))
             rows = cursor.fetchall()
-        held = {job_id for job_id, deferred, _ in rows if not deferred}
+        held = {job_id for job_id, is_deferred, _ in rows if not is_deferred}
         deferred = {job_id for job_id, is_deferred, _ in rows if is_deferred}
         if deferred:
             # Retried here: a retry of the whole call would find these others fenced out.

@@ -42,8 +42,8 @@ OUTCOME_LOG_LEVELS = {
     RELEASE: logging.WARNING,
 }
 INTERRUPT_GRACE = 1.0
-# Outcomes stored by the writer thread but not yet written may hold this many
-# beyond two batches before the worker stops claiming to let it catch up.
+# Outcomes waiting for the writer thread beyond this many take up room in the
+# inbox, so a worker whose writer falls behind claims less until it catches up.
 WRITER_SLACK = 2 * BATCH
 
 
@@ -235,14 +235,15 @@ class Worker:
             if limit is not None:
                 free = min(free, limit - self.claimed_total)
                 wanted = min(wanted, limit - self.claimed_total)
-            claimed = self._claim(free) if free > 0 and free >= wanted else []
+            can_claim = free >= wanted
+            claimed = self._claim(free) if can_claim else []
             if claimed:
                 continue
             if self.config.burst and self._settled():
                 if self._more_to_do():
                     continue
                 return
-            idle_wait(self.wake, poll if free > 0 else 1.0, watcher if free > 0 else None)
+            idle_wait(self.wake, poll if can_claim else 1.0, watcher if can_claim else None)
 
     def _more_to_do(self) -> bool:
         """Before a burst worker exits: promote what is due, then look for anything runnable.
