@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,3 +61,26 @@ def drop(kind: str, handle: object) -> None:
 
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{handle}" WITH (FORCE)')
+
+
+def bench_main(
+    doc: str,
+    child_main: Callable[[str, list[str]], None],
+    add_options: Callable[[argparse.ArgumentParser], None],
+    each: Callable[[str, str, argparse.Namespace], None],
+) -> None:
+    """A script's entry point: run a ``--child`` mode, or parse ``--db`` and the
+    script's options and call ``each(kind, url, options)`` on a throwaway database
+    of each kind, dropped afterwards."""
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        child_main(sys.argv[2], sys.argv[3:])
+        return
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    add_options(parser)
+    options = parser.parse_args()
+    for kind, url, handle in database_urls(options.db):
+        try:
+            each(kind, url, options)
+        finally:
+            drop(kind, handle)

@@ -195,6 +195,7 @@ def fill(jobs: int) -> dict[str, str]:
         )
         _fill_topic(cursor)
         _fill_metrics(cursor)
+        _fill_schedules(cursor)
     print(f"filled {jobs:,} jobs and the side tables in {time.monotonic() - started:.1f} s")
     samples = _sample_jobs()
     with connection.cursor() as cursor:
@@ -307,6 +308,38 @@ def _fill_metrics(cursor: object) -> None:
     )
 
 
+SCHEDULES = 250  # more than the page shows (200), so its bound is what is timed
+
+
+def _fill_schedules(cursor: object) -> None:
+    """Schedules whose last occurrences are jobs of the index, a third of them sequential."""
+    import msgpack
+
+    payload = msgpack.packb(
+        {
+            "args": [{"report": "sales"}],
+            "kwargs": {"dry_run": False},
+            "queue_name": "default",
+            "priority": 0,
+        }
+    )
+    cursor.execute(  # type: ignore[attr-defined]
+        """
+        INSERT INTO later_schedule (namespace, identifier, cron, time_zone, task_path, payload,
+            sequential, origin, next_run_at, last_run_at, last_job_id, revision, created_at,
+            updated_at)
+        SELECT %s, 'report-' || lpad(s::text, 3, '0'), '*/5 * * * *', 'UTC',
+               'shop.tasks.task_' || (s %% 20), %s, s %% 3 = 0, 'code',
+               now() + (s %% 300) * interval '1 second', now() - interval '5 minutes',
+               j.job_id, 1, now(), now()
+        FROM generate_series(0, %s - 1) AS s
+        LEFT JOIN LATERAL (SELECT job_id FROM later_jobs_index WHERE namespace = %s
+                           ORDER BY id DESC OFFSET s LIMIT 1) AS j ON true
+        """,
+        [NAMESPACE, payload, SCHEDULES, NAMESPACE],
+    )
+
+
 def _sample_jobs() -> dict[str, str]:
     """Store full records for the jobs whose detail pages are timed."""
     from django.db.models import Max
@@ -389,6 +422,7 @@ def pages(samples: dict[str, str]) -> list[tuple[str, str]]:
         ("job detail: with continuation", url("job", samples["parent"])),
         ("job detail: topic neighbours", url("job", samples["topic_job"])),
         ("retry confirmation", url("action", samples["failed"], "retry")),
+        ("schedules", url("schedules")),
         ("topics + consumer groups", url("topics")),
         ("topic partitions", url("topic", "orders")),
         ("partition jobs", url("partition", "orders", 5)),

@@ -5,11 +5,14 @@
 Each database is created fresh and dropped afterwards. Figures:
 enqueue (one job per transaction, opened by ``transaction.atomic()`` or
 autocommit's own), bulk enqueue, drain of queued no-op jobs by
-one ``later_worker`` process, enqueue-to-start latency on an idle worker, a
-reference figure (one bare row inserted per ``transaction.atomic()`` through
-the driver: BEGIN, INSERT and COMMIT, the ceiling for the first enqueue
-figure; and the driver's round trip of ``SELECT 1``, to compare machines), and
-(with ``--memory N``) the worker's resident memory while it drains N jobs.
+one ``later_worker`` process, enqueue-to-start latency on an idle worker,
+reference figures (one bare row inserted into a logged table per
+``transaction.atomic()`` through the driver: BEGIN, INSERT and COMMIT, the
+ceiling for the first enqueue figure; the bulk figure's rows, built
+beforehand, written by the driver alone into trigger-less copies of the job
+tables, the ceiling for the bulk figure; and the driver's round trip of
+``SELECT 1``, to compare machines), and (with ``--memory N``) the worker's
+resident memory while it drains N jobs.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bench_env, database_urls, drop, run_child  # noqa: E402
+from bench.common import bench_env, bench_main, run_child  # noqa: E402
 
 
 def child(mode: str, url: str, *args: str) -> str:
@@ -59,15 +62,22 @@ def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
         child("enqueue_autocommit", url, "3000") + " jobs/s"
     )
     # The machine's ceiling for that figure: one bare row per transaction, no Django.
-    figures["(reference) bare one-row INSERT + COMMIT"] = child("floor", url, "3000") + " rows/s"
+    figures["(reference) BEGIN, one bare row, COMMIT"] = child("floor", url, "3000") + " rows/s"
     figures["(reference) SELECT 1 round trip"] = child("round_trip", url, "3000")
     figures["bulk enqueue"] = child("enqueue_bulk", url, str(drain)) + " jobs/s"
+    # Its ceiling: the same rows, built beforehand, written to copies of the job tables.
+    figures["(reference) the bulk figure's rows, by the driver alone"] = (
+        child("bulk_floor", url, str(drain)) + " jobs/s"
+    )
     # The bulk run queued `drain` jobs: one burst worker drains them.
     proc = worker(url, "--burst", "--concurrency", "8")
     _, err = proc.communicate(timeout=3600)
     if proc.returncode:
         raise SystemExit(err.decode())
-    figures[f"drain {drain} no-op jobs, one worker"] = child("drain_rate", url) + " jobs/s"
+    # Every job queued so far: the bulk ones and the 2 x 3,000 enqueued one at a time.
+    figures[f"drain {drain} + 6000 queued no-op jobs, one worker"] = (
+        child("drain_rate", url) + " jobs/s"
+    )
     idle = worker(url, "--concurrency", "8", poll="1.0")
     time.sleep(3)
     figures["idle wake-up (200 jobs) p50 / p95"] = child("latency", url, "200")
@@ -128,8 +138,9 @@ def child_main(mode: str, args: list[str]) -> None:
         return
     if mode == "floor":
         n = int(args[0])
+        # A real (logged) table: a temporary one skips the WAL and its flush at commit.
         with connection.cursor() as cursor:
-            cursor.execute("CREATE TEMPORARY TABLE bench_floor (id integer, value text)")
+            cursor.execute("CREATE TABLE bench_floor (id integer, value text)")
         raw = connection.connection  # the driver's own connection: no ORM, no Django cursor
         insert = "INSERT INTO bench_floor VALUES " + (
             "(?, ?)" if connection.vendor == "sqlite" else "(%s, %s)"
@@ -139,6 +150,11 @@ def child_main(mode: str, args: list[str]) -> None:
             with transaction.atomic():
                 raw.execute(insert, (i, "x"))
         print(f"{n / (time.perf_counter() - began):,.0f}")
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE bench_floor")
+        return
+    if mode == "bulk_floor":
+        print(f"{bulk_floor(connection, int(args[0])):,.0f}")
         return
     if mode == "enqueue_bulk":
         n, batch = int(args[0]), 5000
@@ -178,22 +194,98 @@ def child_main(mode: str, args: list[str]) -> None:
     raise SystemExit(f"unknown mode {mode!r}")
 
 
-def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        child_main(sys.argv[2], sys.argv[3:])
+JOB_TABLES = ("later_storage", "later_jobs_index", "later_delivery_queue")
+
+
+def bulk_floor(connection, n: int, batch: int = 5000) -> float:
+    """Rows a second of the bulk figure's rows, built beforehand, written by the driver alone.
+
+    Each job is a row in each of the three job tables. They go into copies of
+    those tables with the same columns and indexes, but none of their
+    triggers, so the figure is a ceiling for ``enqueue_many`` on this
+    machine: PostgreSQL takes them by COPY, SQLite by ``executemany``, 5,000
+    jobs a transaction as in the bulk figure.
+    """
+    from datetime import UTC, datetime
+
+    from django.db import transaction
+    from ulid import ULID
+
+    now = datetime.now(UTC)
+    at = now.isoformat(" ") if connection.vendor == "sqlite" else now
+    value = bytes(80)  # about a no-op job's encoded record
+    ids = [str(ULID()) for _ in range(n)]
+    index_columns = (
+        "namespace, job_id, task_path, queue_name, priority, stage, revision, attempts, "
+        "enqueued_at, run_at, transitioned_at"
+    )
+    queue_columns = "namespace, queue_name, job_id, priority, available_at, enqueued_at"
+    rows = {
+        "later_storage": ("namespace, key, value", [("bench", f"job:{i}", value) for i in ids]),
+        "later_jobs_index": (
+            index_columns,
+            [
+                ("bench", i, "bench.tasks.noop", "default", 0, "enqueued", 1, 0, at, at, at)
+                for i in ids
+            ],
+        ),
+        "later_delivery_queue": (queue_columns, [("bench", "default", i, 0, at, at) for i in ids]),
+    }
+    connection.ensure_connection()
+    raw = connection.connection
+    with connection.cursor() as cursor:
+        for table in JOB_TABLES:
+            _copy_table(cursor, connection.vendor, table, f"bench_{table}")
+    began = time.perf_counter()
+    for start in range(0, n, batch):
+        with transaction.atomic():
+            for table, (columns, all_rows) in rows.items():
+                chunk = all_rows[start : start + batch]
+                if connection.vendor == "sqlite":
+                    marks = ", ".join("?" * len(chunk[0]))
+                    insert = f"INSERT INTO bench_{table} ({columns}) VALUES ({marks})"
+                    raw.executemany(insert, chunk)
+                else:
+                    with raw.cursor().copy(f"COPY bench_{table} ({columns}) FROM STDIN") as copy:
+                        for row in chunk:
+                            copy.write_row(row)
+    rate = n / (time.perf_counter() - began)
+    with connection.cursor() as cursor:
+        for table in JOB_TABLES:
+            cursor.execute(f"DROP TABLE bench_{table}")
+    return rate
+
+
+def _copy_table(cursor, vendor: str, table: str, copy: str) -> None:
+    """Create ``copy`` with ``table``'s columns, defaults and indexes, without its triggers."""
+    if vendor == "postgresql":
+        cursor.execute(f"CREATE TABLE {copy} (LIKE {table} INCLUDING ALL)")
         return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    cursor.execute(
+        "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = %s "
+        "AND type IN ('table', 'index') AND sql IS NOT NULL ORDER BY type DESC",
+        [table],
+    )
+    for kind, name, sql in cursor.fetchall():
+        sql = sql.replace(f'"{table}"', f'"{copy}"', 1)
+        if kind == "index":
+            sql = sql.replace(f'"{name}"', f'"bench_{name}"', 1)
+        cursor.execute(sql)
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain", type=int, default=20000)
     parser.add_argument("--memory", type=int, default=0, help="jobs for the memory run (0: skip)")
-    options = parser.parse_args()
-    for kind, url, handle in database_urls(options.db):
-        try:
-            print(f"== {kind}")
-            for name, value in run(kind, url, options.drain, options.memory).items():
-                print(f"{name:55} {value}")
-        finally:
-            drop(kind, handle)
+
+
+def each(kind: str, url: str, options: argparse.Namespace) -> None:
+    print(f"== {kind}")
+    for name, value in run(kind, url, options.drain, options.memory).items():
+        print(f"{name:55} {value}")
+
+
+def main() -> None:
+    bench_main(__doc__ or "", child_main, add_options, each)
 
 
 if __name__ == "__main__":

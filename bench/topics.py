@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bench_env, database_urls, drop, run_child  # noqa: E402
+from bench.common import bench_env, bench_main, run_child  # noqa: E402
 
 if __name__ != "__main__" and os.environ.get("DJANGO_SETTINGS_MODULE"):
     # Imported by workers and by this script's own children, with Django set up.
@@ -164,26 +164,22 @@ def _drain_rate(connection) -> str:
     return f"{len(rows) / seconds:,.0f} jobs/s ({len(rows)} jobs in {seconds:.1f}s, order checked)"
 
 
-def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        child_main(sys.argv[2], sys.argv[3:])
-        return
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=8000)
     parser.add_argument("--keys", type=int, default=64)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=4)
-    options = parser.parse_args()
-    for kind, url, handle in database_urls(options.db):
-        try:
-            print(f"== {kind}", flush=True)
-            figures = run(url, options.jobs, options.keys, options.workers, options.concurrency)
-            for name, value in figures.items():
-                print(f"{name:50} {value}", flush=True)
-        finally:
-            drop(kind, handle)
+
+
+def each(kind: str, url: str, options: argparse.Namespace) -> None:
+    print(f"== {kind}", flush=True)
+    figures = run(url, options.jobs, options.keys, options.workers, options.concurrency)
+    for name, value in figures.items():
+        print(f"{name:50} {value}", flush=True)
+
+
+def main() -> None:
+    bench_main(__doc__ or "", child_main, add_options, each)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,14 @@ TASKS = {
             "namespace": "example",
             "max_attempts": 3,
             "backoff": "exponential_jitter",
+            # Shown on the dashboard's Schedules page; workers enqueue it when due.
+            "schedules": {
+                "nightly-report": {
+                    "cron": "0 2 * * *",
+                    "task": "example_project.shop.tasks.nightly_report",
+                    "sequential": True,
+                },
+            },
         },
     },
 }

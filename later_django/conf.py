@@ -69,6 +69,15 @@ SETTINGS: dict[str, Setting] = {
             "Whether the engine's hot PostgreSQL statements are prepared once per connection. "
             "Set False behind a transaction-pooling PgBouncer older than 1.21.",
         ),
+        Setting(
+            "LATER_LIMIT_IDLE_TRANSACTIONS",
+            True,
+            bool,
+            None,
+            "PostgreSQL: whether a worker's own sessions end a transaction left idle for a "
+            "lease (a frozen worker's). Set False behind a transaction-pooling proxy, where a "
+            "session setting would reach other clients.",
+        ),
     ]
 }
 
@@ -107,6 +116,10 @@ class LaterSettings:
     @property
     def prepared_statements(self) -> bool:
         return bool(self._get("LATER_PREPARED_STATEMENTS"))
+
+    @property
+    def limit_idle_transactions(self) -> bool:
+        return bool(self._get("LATER_LIMIT_IDLE_TRANSACTIONS"))
 
 
 later_settings = LaterSettings()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ from typing import Any
 
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 from django.utils.dateparse import parse_datetime
 
 logger = logging.getLogger(__name__)
@@ -163,6 +165,62 @@ def one_statement(using: str) -> Iterator[Any]:
         return
     with write_transaction(using, savepoint=False, hot=True) as cursor:
         yield cursor
+
+
+_engine_thread = threading.local()
+
+
+def limit_idle_transactions(using: str, seconds: float | None) -> None:
+    """Let PostgreSQL end this thread's session when one of its transactions idles past ``seconds``.
+
+    For the worker's own threads (claiming, storing outcomes, the duties), whose
+    transactions last milliseconds. A worker frozen in the middle of one
+    (stopped with SIGSTOP, a paused VM, a debugger) would otherwise keep its row
+    locks for as long as its connection stays open, which can be forever: the
+    partition head it was renewing could then never be taken over, although its
+    lease lapsed. Given the lease's length, the server frees such locks as the
+    lease lapses. Task code runs in other threads and is never limited.
+
+    It applies to the thread's current connection, unless that is inside a
+    transaction the worker did not open, and to every connection the thread
+    opens later on ``using``; ``None`` takes the limit off the thread. With
+    ``LATER_LIMIT_IDLE_TRANSACTIONS = False`` (behind a transaction-pooling
+    proxy, where a session setting would stay on a server connection that
+    other clients use next) it does nothing.
+    """
+    from .conf import later_settings
+
+    if not later_settings.limit_idle_transactions:
+        return
+    if seconds is None:
+        _engine_thread.__dict__.pop(using, None)
+    else:
+        setattr(_engine_thread, using, seconds)
+    connection = connections[using]
+    if connection.connection is not None and not connection.in_atomic_block:
+        _apply_idle_limit(connection, seconds)
+
+
+def _apply_idle_limit(connection: BaseDatabaseWrapper, seconds: float | None) -> None:
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        if seconds is None:
+            cursor.execute("RESET idle_in_transaction_session_timeout")
+        else:
+            cursor.execute(
+                "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+                [f"{max(1, round(seconds * 1000))}ms"],
+            )
+
+
+def _on_connection_created(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    seconds = getattr(_engine_thread, connection.alias, None)
+    if seconds is not None:
+        _apply_idle_limit(connection, seconds)
+
+
+connection_created.connect(_on_connection_created, dispatch_uid="later_django.idle_limit")
 
 
 def is_transient(exc: BaseException) -> bool:

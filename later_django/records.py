@@ -110,8 +110,7 @@ class JobRecord:
             data.pop("v", None)
             data["attempts"] = [Attempt(**a) for a in data.get("attempts", [])]
             data["errors"] = [ErrorEntry(**e) for e in data.get("errors", [])]
-            known = set(cls.__dataclass_fields__)
-            return cls(**{k: v for k, v in data.items() if k in known})
+            return cls(**{k: v for k, v in data.items() if k in _RECORD_FIELD_SET})
         except Exception as e:
             # msgpack raises some errors (FormatError) with no message at all.
             cause = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
@@ -122,6 +121,7 @@ class JobRecord:
 
 
 _RECORD_FIELDS = tuple(JobRecord.__dataclass_fields__)
+_RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
 
 
 def pack(value: Any, *, what: str) -> bytes:
@@ -131,6 +131,7 @@ def pack(value: Any, *, what: str) -> bytes:
         raise SerializationError(f"{what} cannot be stored as msgpack: {e}.") from e
 
 
+_MSGPACK_INT_MIN, _MSGPACK_INT_MAX = -(2**63), 2**64 - 1
 ALLOWED = "JSON values: None, bool, int, float, str, and lists and dicts (with str keys) of them"
 
 
@@ -140,6 +141,13 @@ def check_value(value: Any, *, name: str, task_path: str) -> Any:
     Task arguments must survive both JSON (Django's TaskResult normalises them)
     and msgpack (the stored record); the error names the argument.
     """
+    kind = type(value)
+    if (
+        value is None
+        or kind is bool
+        or (kind is int and _MSGPACK_INT_MIN <= value <= _MSGPACK_INT_MAX)
+    ):
+        return value  # the common scalars: nothing to normalise, and both formats carry them
     try:
         normalized = normalize_json(value)
         json.dumps(normalized, allow_nan=True)

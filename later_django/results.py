@@ -70,8 +70,11 @@ def resolve_task(task_path: str) -> Task:
     return task
 
 
-def build_result(backend: LaterBackend, row: JobIndexRow, record: JobRecord) -> TaskResult:
-    task = resolve_task(record.task_path)
+def build_result(
+    backend: LaterBackend, row: JobIndexRow, record: JobRecord, task: Task | None = None
+) -> TaskResult:
+    if task is None:
+        task = resolve_task(record.task_path)
     run_after = from_micros(record.run_after)
     if (task.queue_name, task.priority, task.run_after) != (
         record.queue_name,

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
+from django.db.models import QuerySet
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,3 +107,64 @@ def wait_for(condition: Callable[[], bool], timeout: float = 30, step: float = 0
             return
         time.sleep(step)
     raise AssertionError(f"condition not met within {timeout}s: {condition.__doc__ or condition}")
+
+
+def seconds_while_locked(rows: list[QuerySet], action: Callable[[], object]) -> float:
+    """Run ``action`` while another connection holds a row lock on each of ``rows``
+    (one row each, as a claim or an outcome statement in progress would); return
+    its seconds.
+
+    The test's own rows must be committed (``transaction=True``) for the other
+    connection to see them.
+    """
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                for queryset in rows:
+                    queryset.select_for_update().get()
+                holding.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(10), "the other connection could not lock the rows"
+        began = time.monotonic()
+        action()
+        return time.monotonic() - began
+    finally:
+        release.set()
+        holder.join()
+
+
+def stop_inside_a_transaction(
+    worker: WorkerProcess, query: str = "", timeout: float = 100
+) -> list[int]:
+    """Stop ``worker`` (SIGSTOP) at a moment it is inside a transaction; PostgreSQL only.
+
+    Its transactions last milliseconds, so this stops and resumes it until one of
+    its sessions shows idle in a transaction (whose last statement starts with
+    ``query``, if given), and leaves it stopped; returns those sessions' pids.
+    The caller sends SIGCONT.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        worker.signal(signal.SIGSTOP)
+        time.sleep(0.01)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%%' "
+                "AND query LIKE %s",
+                [query + "%"],
+            )
+            pids = [pid for (pid,) in cursor.fetchall()]
+        if pids:
+            return pids
+        worker.signal(signal.SIGCONT)
+        assert time.monotonic() < deadline, "never caught the worker inside a transaction"
+        time.sleep(random.random() * 0.02)

@@ -62,7 +62,10 @@ _database = env.db("DATABASE_URL", default=f"sqlite:///{ROOT / '.test-db' / 'tes
 _run = os.environ.setdefault("LATER_TEST_RUN", uuid.uuid4().hex[:8])
 if _database["ENGINE"].endswith("sqlite3"):
     _database["TEST"] = {"NAME": str(Path(_database["NAME"]).with_name(f"test_{_run}.sqlite3"))}
-    _database["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
+    _database["OPTIONS"] = {
+        "timeout": float(os.environ.get("LATER_TEST_SQLITE_TIMEOUT", "30")),
+        "transaction_mode": "IMMEDIATE",
+    }
 else:
     _database["TEST"] = {"NAME": f"test_later_{_run}"}
 if os.environ.get("LATER_TEST_DATABASE_NAME"):

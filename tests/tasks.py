@@ -33,6 +33,12 @@ def record(kind, value):
 
 
 @task
+def sleep_only(seconds):
+    time.sleep(seconds)  # touches no database: it can finish while the database is away
+    return seconds
+
+
+@task
 def sleep_then_record(kind, value, seconds):
     time.sleep(seconds)
     _record(kind, str(value))
@@ -91,6 +97,13 @@ def too_slow_blocking():
     time.sleep(30)
 
 
+@task(timeout=0.5, max_attempts=2, backoff="immediate", takes_context=True)
+def blocks_on_its_first_attempt(context, kind):
+    if context.attempt == 1:
+        time.sleep(30)  # in C: the interrupt cannot land, so this thread is abandoned
+    _record(kind, str(context.attempt))
+
+
 @task(max_attempts=3, backoff={"policy": "exponential", "base": 0.3, "factor": 2})
 def fails_with_exponential_backoff(kind):
     _record(kind, "attempt")
@@ -136,3 +149,15 @@ def returns_unstorable():
 def fails_and_retries_in_a_minute(kind):
     _record(kind, "attempt")
     raise ValueError("retry me in a minute")
+
+
+@task
+def idles_in_a_transaction(kind, seconds):
+    """Leave a transaction idle for ``seconds`` (a slow call to another service, say)."""
+    from django.db import transaction
+
+    with transaction.atomic():
+        _record(kind, "begun")
+        time.sleep(seconds)
+        _record(kind, "committed")
+    return seconds

@@ -187,6 +187,11 @@ BAD_SETTINGS = [
         "no",
         "LATER_PREPARED_STATEMENTS is 'no'; it must be bool.",
     ),
+    (
+        "LATER_LIMIT_IDLE_TRANSACTIONS",
+        1,
+        "LATER_LIMIT_IDLE_TRANSACTIONS is 1; it must be bool.",
+    ),
 ]
 
 

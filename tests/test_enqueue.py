@@ -171,6 +171,17 @@ def test_enqueue_inside_a_committed_transaction_commits_with_the_callers_rows():
             "Argument #1 (positional) of task 'tests.tasks.add' is 1180591620717411303424 of "
             f"type int; {ALLOWED}",
         ),
+        (
+            (1, 2**64),
+            {},
+            f"Argument #1 (positional) of task 'tests.tasks.add' is {2**64} of type int; "
+            + ALLOWED,
+        ),
+        (
+            (1,),
+            {"b": -(2**63) - 1},
+            f"Argument 'b' of task 'tests.tasks.add' is {-(2**63) - 1} of type int; " + ALLOWED,
+        ),
     ],
 )
 def test_an_argument_that_cannot_be_stored_is_refused_by_name_before_anything_is_stored(
@@ -181,6 +192,11 @@ def test_an_argument_that_cannot_be_stored_is_refused_by_name_before_anything_is
         tasks.add.enqueue(*args, **kwargs)
     assert str(raised.value).startswith(message)
     assert later_row_counts() == before
+
+
+def test_integers_at_the_edges_of_what_msgpack_carries_are_stored():
+    result = tasks.add.enqueue(2**64 - 1, -(2**63))
+    assert stored_record(result.id).args == [2**64 - 1, -(2**63)]
 
 
 def test_arguments_are_normalised_as_django_would_return_them():

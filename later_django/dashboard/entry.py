@@ -72,6 +72,7 @@ class DashboardAdmin(admin.ModelAdmin):
                 wrap(actions.single),
                 name=f"{name}action",
             ),
+            path("schedules/", wrap(views.schedule_list), name=f"{name}schedules"),
             path("topics/", wrap(views.topic_list), name=f"{name}topics"),
             path("topics/<str:topic>/", wrap(views.topic_detail), name=f"{name}topic"),
             path(

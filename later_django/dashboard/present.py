@@ -17,6 +17,19 @@ def pretty(value: Any) -> str:
         return repr(value)
 
 
+CALL_LENGTH = 120
+
+
+def call(args: list[Any], kwargs: dict[str, Any]) -> str:
+    """Arguments as a call's parentheses hold them, cut at CALL_LENGTH characters."""
+    parts = [json.dumps(a, ensure_ascii=False, default=repr) for a in args]
+    parts += [
+        f"{k}={json.dumps(v, ensure_ascii=False, default=repr)}" for k, v in sorted(kwargs.items())
+    ]
+    text = ", ".join(parts)
+    return text if len(text) <= CALL_LENGTH else text[: CALL_LENGTH - 1] + "…"
+
+
 def duration_ms(value: int | float | None) -> str:
     """A wait in milliseconds as the shortest readable figure: 40 ms, 2.5 s, 3 min, 2 h."""
     if value is None:

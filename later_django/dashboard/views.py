@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
 from typing import Any
+from urllib.parse import quote
 
 from django.contrib import messages
 from django.contrib.admin import AdminSite
@@ -20,6 +21,7 @@ from ..exceptions import JobNotFound
 from ..models import Stage
 from . import charts, listing, permissions, present, topics
 from . import overview as overview_reads
+from . import schedules as schedule_reads
 from .links import Links
 from .scope import Scope, resolve
 
@@ -69,6 +71,7 @@ def page(
         "namespace_choices": links.namespace_choices() if len(scope.choices) > 1 else [],
         "overview_url": links.url("changelist"),
         "topics_url": links.url("topics"),
+        "schedules_url": links.url("schedules"),
         "app_label": "later",
         **extra,
     }
@@ -206,6 +209,11 @@ def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
         return_text=present.pretty(record.return_value),
         stage_url=links.jobs(record.stage),
         parent_url=links.job(record.parent_id) if record.parent_id else None,
+        schedule_url=(
+            links.url("schedules") + "#schedule-" + quote(record.record.schedule)
+            if record.record.schedule
+            else None
+        ),
         previous=links.linked_jobs([previous])[0] if previous else None,
         following=links.linked_jobs([following])[0] if following else None,
         continuations=links.linked_jobs(children),
@@ -237,6 +245,31 @@ def topic_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
         more_topics=more,
         groups=groups,
         more_groups=more_groups,
+    )
+
+
+@viewer_required
+def schedule_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    scope = resolve(request)
+    links = Links(site, scope)
+    now = timezone.now()
+    rows, more = schedule_reads.schedules(scope, now)
+    return page(
+        request,
+        site,
+        scope,
+        "schedules.html",
+        "Schedules",
+        now=now,
+        rows=[
+            (
+                r,
+                present.call(r.schedule.args, r.schedule.kwargs),
+                links.job(r.schedule.last_job_id) if r.schedule.last_job_id else None,
+            )
+            for r in rows
+        ],
+        more=more,
     )
 
 

@@ -97,10 +97,14 @@ class Consumer:
                 for p in range(self.count)
                 if group_owner(group, self.topic, p, members) == self.member_id
             }
-            for partition in sorted(set(self.leases) - mine):
-                self._release(cursor, partition)
             expires = to_db(connection, now + self.session)
-            for partition in sorted(mine):
+            # One pass in partition order, letting go and taking alike: two members
+            # trading partitions then lock the lease rows in the same order, where
+            # releasing all first and taking after could deadlock them.
+            for partition in sorted(set(self.leases) | mine):
+                if partition not in mine:
+                    self._release(cursor, partition)
+                    continue
                 cursor.execute(
                     'INSERT INTO later_log_consumer_lease (namespace, "group", topic, partition, '
                     "owner, epoch, expires_at) VALUES (%s, %s, %s, %s, %s, 1, %s) "

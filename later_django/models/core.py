@@ -103,6 +103,14 @@ class DeliveryCommand(models.Model):
                 "id",
                 name="later_delivery_claim_idx",
             ),
+            # lease renewal: WHERE namespace=? AND lease_owner=? (every heartbeat). Partial:
+            # only claimed commands are in it, so enqueue writes no entry and a backlog
+            # of waiting commands costs the renewal nothing.
+            models.Index(
+                fields=["namespace", "lease_owner"],
+                condition=models.Q(lease_owner__isnull=False),
+                name="later_delivery_owner_idx",
+            ),
         ]
 
     def __str__(self) -> str:

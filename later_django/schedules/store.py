@@ -143,10 +143,12 @@ def remove(namespace: str, identifier: str, *, using: str) -> bool:
         return cursor.rowcount > 0
 
 
-def read_all(namespace: str, *, using: str) -> list[ScheduleInfo]:
+def read_all(namespace: str, *, using: str, limit: int | None = None) -> list[ScheduleInfo]:
+    """The namespace's schedules by identifier; the first ``limit`` of them if given."""
     with connection_for(using).cursor() as cursor:
         cursor.execute(
-            f"SELECT {COLUMNS} FROM later_schedule WHERE namespace = %s ORDER BY identifier",
-            [namespace],
+            f"SELECT {COLUMNS} FROM later_schedule WHERE namespace = %s ORDER BY identifier"
+            + (" LIMIT %s" if limit is not None else ""),
+            [namespace] if limit is None else [namespace, limit],
         )
         return [info(row) for row in cursor.fetchall()]

@@ -19,6 +19,7 @@ partition) run before the next occurrence.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -27,6 +28,7 @@ from django.tasks import TaskResult
 from django.utils import timezone
 
 from ..db import connection_for, from_db, is_postgres, to_db, write_transaction
+from ..models.dashboard import LIVE_STAGES
 from ..records import JobRecord, job_key
 from ..results import resolve_task
 from . import SCHEDULES_TOPIC
@@ -40,7 +42,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BATCH = 100
-UNFINISHED = ("delayed", "waiting", "enqueued", "running", "requeued")
 
 
 def sync_declared(backend: LaterBackend) -> None:
@@ -83,6 +84,21 @@ def run_due(backend: LaterBackend) -> list[str]:
             if job_id is not None:
                 fired.append(job_id)
     return fired
+
+
+def next_due(backend: LaterBackend) -> datetime | None:
+    """When the namespace's next schedule falls due, of those not due yet; None without one.
+
+    Workers wake for that moment, so an occurrence is enqueued at its time and
+    not up to a poll interval later, and a per-second schedule misses no tick.
+    """
+    connection = connection_for(backend.database)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT MIN(next_run_at) FROM later_schedule WHERE namespace = %s AND next_run_at > %s",
+            [backend.namespace, to_db(connection, timezone.now())],
+        )
+        return from_db(cursor.fetchone()[0])  # MIN gives one row, NULL without a schedule
 
 
 def _fire(cursor: Any, backend: LaterBackend, row: tuple, now: Any) -> str | None:
@@ -135,7 +151,7 @@ def _unfinished(cursor: Any, namespace: str, job_id: str | None, now: Any) -> bo
         [namespace, job_id, to_db(cursor.db, now)],
     )
     found = cursor.fetchone()
-    return found is not None and found[0] in UNFINISHED
+    return found is not None and found[0] in LIVE_STAGES
 
 
 def _enqueue(

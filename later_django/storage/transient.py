@@ -11,9 +11,10 @@ try:
 except ImportError:  # psycopg is only needed on PostgreSQL
     psycopg = None  # type: ignore[assignment]
 
-# serialization_failure, deadlock_detected, lock_not_available, and the server going away
-# (admin_shutdown, crash_shutdown, cannot_connect_now).
-TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57P01", "57P02", "57P03"})
+# serialization_failure, deadlock_detected, lock_not_available, the server going away
+# (admin_shutdown, crash_shutdown, cannot_connect_now), and a session ended for idling
+# in a transaction (idle_in_transaction_session_timeout: a worker frozen mid-transaction).
+TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "25P03"})
 CONNECTION_SQLSTATE_CLASS = "08"
 SQLITE_TRANSIENT_MESSAGES = ("database is locked", "database table is locked")
 
@@ -25,8 +26,9 @@ def is_transient(exc: BaseException) -> bool:
     """Return whether ``exc`` is a database error that the same work may survive on retry.
 
     True for SQLite's "database is locked" and "database table is locked", PostgreSQL's
-    serialization failures (40001), deadlocks (40P01), lock timeouts (55P03)
-    and lost or refused connections; False for everything else, including
+    serialization failures (40001), deadlocks (40P01), lock timeouts (55P03),
+    sessions ended for idling in a transaction (25P03) and lost or refused
+    connections; False for everything else, including
     constraint violations and SQL errors that would fail again. Django's
     wrapped exceptions are judged by the driver error they were raised from.
     """

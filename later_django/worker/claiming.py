@@ -45,6 +45,37 @@ class Claimed:
     record: JobRecord | None
     decode_error: PayloadDecodeError | None = None
     claimed_at: datetime = field(default_factory=timezone.now)
+    owner: str = ""
+    previous_owner: str | None = None  # holder of a lease that lapsed without an outcome
+    raw: bytes | None = field(default=None, repr=False)  # the stored record, until load()
+
+    def load(self) -> None:
+        """Decode the stored record, once, and add this claim's attempt to it.
+
+        A worker's slots call this as a job starts, so the thread that claims
+        spends its time claiming.
+        """
+        raw, self.raw = self.raw, None
+        if raw is None:
+            return
+        try:
+            record = JobRecord.decode(raw, job_id=self.job_id)
+        except PayloadDecodeError as e:
+            self.decode_error = e
+            return
+        started = to_micros(self.claimed_at) or 0
+        if self.previous_owner is not None:
+            # The execution lease was still there: its holder stopped without an outcome.
+            record.attempts.append(
+                Attempt(
+                    worker_id=self.previous_owner,
+                    started_at=started,
+                    outcome="lost",
+                    finished_at=started,
+                )
+            )
+        record.attempts.append(Attempt(worker_id=self.owner, started_at=started))
+        self.record = record
 
 
 PG_CLAIM = """
@@ -64,7 +95,7 @@ WITH picked AS (
     FROM ranked
     WHERE q.id = ranked.id
       AND ranked.position <= CASE WHEN ranked.ready >= {batch} THEN %(room)s ELSE 1 END
-    RETURNING q.job_id, q.enqueued_at, ranked.available_at AS ready_at
+    RETURNING q.job_id, q.enqueued_at, ranked.available_at AS ready_at, ranked.position
 ), previous AS (
     SELECT job_id, owner FROM later_job_execution
     WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
@@ -86,6 +117,7 @@ FROM claimed AS c
 JOIN leased AS l ON l.job_id = c.job_id
 LEFT JOIN previous AS p ON p.job_id = c.job_id
 LEFT JOIN later_storage AS s ON s.namespace = %(ns)s AND s.key = 'job:' || c.job_id
+ORDER BY c.position
 """
 
 
@@ -186,8 +218,11 @@ def claim(
     free: int,
     lease_seconds: float,
     using: str,
+    lazy: bool = False,
 ) -> list[Claimed]:
     """Lease up to ``free`` ready commands to ``owner`` and mark their jobs running.
+
+    With ``lazy`` the records stay encoded until each item's ``load()``.
 
     The attempt is added to each record in memory only; it is stored with the
     outcome. A job taken over from a worker that stopped responding gets that
@@ -209,7 +244,10 @@ def claim(
                 rows = _claim_sqlite(
                     cursor, connection, namespace, owner, queues, now, expires, free
                 )
-    claimed = [_decode(row, owner, now) for row in rows]
+    claimed = [_decode(row, owner, now, lazy=lazy) for row in rows]
+    for item in claimed:
+        if item.epoch > 1:
+            item.load()  # a takeover: its lost attempt is stored now, below
     lost = [c for c in claimed if c.record is not None and c.record.attempts and c.epoch > 1]
     if lost:
         _store_lost_attempts(namespace, lost, using)
@@ -233,7 +271,8 @@ def runnable(namespace: str, *, queues: list[str] | None, using: str) -> bool:
         return cursor.fetchone() is not None
 
 
-def _decode(row: tuple, owner: str, now: datetime) -> Claimed:
+def _decode(row: tuple, owner: str, now: datetime, *, lazy: bool = False) -> Claimed:
+    """A claimed job from its row; its record is decoded now, or by ``load()`` if ``lazy``."""
     job_id, enqueued_at, ready_at, epoch, previous_owner, raw = row
     item = Claimed(
         job_id=job_id,
@@ -242,30 +281,17 @@ def _decode(row: tuple, owner: str, now: datetime) -> Claimed:
         available_at=from_db(ready_at) or now,
         record=None,
         claimed_at=now,
+        owner=owner,
+        previous_owner=previous_owner,
+        raw=None if raw is None else bytes(raw),
     )
     if raw is None:
         item.decode_error = PayloadDecodeError(
             f"Job {job_id!r} has a queue command but no stored record; it must have been "
             "deleted while queued."
         )
-        return item
-    try:
-        record = JobRecord.decode(bytes(raw), job_id=job_id)
-    except PayloadDecodeError as e:
-        item.decode_error = e
-        return item
-    if previous_owner is not None:
-        # The execution lease was still there: its holder stopped without an outcome.
-        record.attempts.append(
-            Attempt(
-                worker_id=previous_owner,
-                started_at=to_micros(now) or 0,
-                outcome="lost",
-                finished_at=to_micros(now),
-            )
-        )
-    record.attempts.append(Attempt(worker_id=owner, started_at=to_micros(now) or 0))
-    item.record = record
+    elif not lazy:
+        item.load()
     return item
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from copy import deepcopy
 from dataclasses import replace
 from datetime import timedelta
 from inspect import iscoroutinefunction
@@ -58,6 +59,29 @@ def failed_outcome(item: Claimed, exc: BaseException, worker_id: str) -> Outcome
     return Outcome(item.job_id, item.epoch, FAILED, record, timezone.now())
 
 
+def abandoned_outcome(
+    item: Claimed, exc: TaskTimeout, backend: LaterBackend, worker_id: str
+) -> Outcome:
+    """The outcome of a job whose thread was abandoned past its timeout.
+
+    It is a timed-out attempt like any other, so the task's retry policy
+    decides between a retry and FAILED. The outcome gets a copy of the record:
+    the abandoned thread still holds the original and may write to it when
+    (if ever) its call returns.
+    """
+    if item.record is None or not item.record.attempts:
+        return failed_outcome(item, exc, worker_id)
+    record = deepcopy(item.record)
+    try:
+        task = resolve_task(record.task_path)
+    except LaterError:
+        record.errors.append(error_entry(exc, worker_id))
+        record.attempts[-1].outcome = "timeout"
+        return Outcome(item.job_id, item.epoch, FAILED, record, timezone.now())
+    result = build_result(backend, _IndexRow("running"), record, task)  # type: ignore[arg-type]
+    return _failure(item, record, exc, backend, worker_id, result)
+
+
 def _call(task: Any, args: list[Any], kwargs: dict[str, Any], timeout: float | None) -> Any:
     if not iscoroutinefunction(task.func):
         thread = threading.current_thread()
@@ -100,7 +124,7 @@ def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
             task = resolve_task(record.task_path)
         except LaterError as e:
             return failed_outcome(item, e, worker_id)
-        result = build_result(backend, _IndexRow("running"), record)  # type: ignore[arg-type]
+        result = build_result(backend, _IndexRow("running"), record, task)  # type: ignore[arg-type]
         task_started.send(sender=type(backend), task_result=result)
         args = list(record.args)
         if task.takes_context:

@@ -8,25 +8,31 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ..db import connection_for, to_db, write_transaction
+from ..db import connection_for, is_postgres, to_db, write_transaction
 
 
 def renew(namespace: str, owner: str, *, lease_seconds: float, using: str) -> None:
     """Push the expiry of every execution lease and queue command ``owner`` holds.
 
-    Queue commands first, then execution leases: the order a claim locks them in.
+    On PostgreSQL a row locked at this moment is skipped rather than waited
+    for: it belongs to a job whose outcome is being stored (or that another
+    worker is taking over), and waiting for it could deadlock with the outcome
+    statement, which locks the same rows in another order. A skipped lease is
+    renewed at the next heartbeat, well within its term.
     """
     connection = connection_for(using)
     expires = to_db(connection, timezone.now() + timedelta(seconds=lease_seconds))
+    skip_locked = " FOR UPDATE SKIP LOCKED" if is_postgres(connection) else ""
     with write_transaction(using) as cursor:
         cursor.execute(
-            "UPDATE later_delivery_queue SET available_at = %s "
-            "WHERE namespace = %s AND lease_owner = %s",
+            "UPDATE later_delivery_queue SET available_at = %s WHERE id IN ("
+            "SELECT id FROM later_delivery_queue WHERE namespace = %s AND lease_owner = %s"
+            f"{skip_locked})",
             [expires, namespace, owner],
         )
         cursor.execute(
-            "UPDATE later_job_execution SET lease_expires_at = %s "
-            "WHERE namespace = %s AND owner = %s",
+            "UPDATE later_job_execution SET lease_expires_at = %s WHERE id IN ("
+            f"SELECT id FROM later_job_execution WHERE namespace = %s AND owner = %s{skip_locked})",
             [expires, namespace, owner],
         )
 

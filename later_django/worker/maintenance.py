@@ -100,10 +100,13 @@ def record_queue_sample(namespace: str, *, using: str, now: datetime | None = No
     """Store the queue length for the current minute (replacing an earlier reading of it)."""
     connection = connection_for(using)
     now = now or timezone.now()
-    with write_transaction(using) as cursor:
-        queued = stage_counts(namespace, using=using)["enqueued"]
+    # Counted before the write: on SQLite a full count inside the write transaction
+    # would hold every writer back for as long as it takes.
+    queued = stage_counts(namespace, using=using)["enqueued"]
+    with connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM later_partition_job WHERE namespace = %s", [namespace])
         partitioned = cursor.fetchone()[0]
+    with write_transaction(using) as cursor:
         cursor.execute(
             "INSERT INTO later_queue_sample (namespace, minute, queued, partitioned) "
             "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, minute) DO UPDATE SET "

@@ -42,6 +42,7 @@ class Outcome:
     finished_at: datetime
     retry_at: datetime | None = None
     transitions: list[str] = field(default_factory=list)
+    routine: bool = False  # logged at DEBUG whatever its kind (a release when handing back)
 
 
 # Arrays travel in binary (%b), which psycopg adapts without escaping each element.

@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from django.db import DatabaseError
-from django.db import connection as thread_connection
+from django.db import DatabaseError, connections
+from django.utils import timezone
 
 from .. import counts
 from ..conf import later_settings
-from ..db import is_transient, retrying
+from ..db import is_transient, limit_idle_transactions, retrying
 from ..schedules import ticking as schedules
 from ..topics import runtime as partitions
 from . import leases, maintenance
@@ -31,27 +31,75 @@ RECONCILE_INTERVAL = 3600.0
 RECONCILE_RETRY = 60.0
 METRICS_INTERVAL = 1.0
 STATISTICS_INTERVAL = 10.0
+# A maintenance turn meant for a schedule's time starts this much after it, so
+# that the clock has passed it when the turn looks (the wait is on another clock).
+SCHEDULE_SLACK = 0.002
+
+
+class FailureRun:
+    """Failures in a row of an action tried again and again, logged without a flood.
+
+    The first is logged with its traceback and each further one as a line, so
+    a database outage does not print a traceback at every try.
+    """
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.log = log
+        self.count = 0
+
+    def failed(self, error: BaseException, first: str, again: str) -> None:
+        """Log a failure; call it from the ``except`` block that caught ``error``."""
+        self.count += 1
+        if self.count == 1:
+            self.log.exception(first)
+        else:
+            self.log.warning("%s (%s in a row) error=%s", again, self.count, error)
+
+    def ended(self) -> int:
+        """After a success: how many failures came before it (0 when none), starting afresh."""
+        count, self.count = self.count, 0
+        return count
 
 
 class Periodic(threading.Thread):
     """Runs ``tick`` every ``interval`` seconds until stopped."""
 
-    def __init__(self, name: str, interval: Callable[[], float], tick: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        name: str,
+        interval: Callable[[], float],
+        tick: Callable[[], None],
+        *,
+        using: str = "default",
+        idle_limit: float | None = None,
+    ) -> None:
         super().__init__(name=name, daemon=True)
         self.interval = interval
         self.tick = tick
+        self.using = using
+        self.idle_limit = idle_limit
         self.stopping = threading.Event()
 
     def run(self) -> None:
+        failures = FailureRun(logger)
+        if self.idle_limit is not None:
+            limit_idle_transactions(self.using, self.idle_limit)
         try:
             while not self.stopping.is_set():
                 try:
                     self.tick()
-                except Exception:
-                    logger.exception("%s failed; trying again in %ss", self.name, self.interval())
+                except Exception as e:  # noqa: BLE001  (FailureRun logs it, traceback first)
+                    failures.failed(
+                        e,
+                        f"{self.name} failed; trying again in {self.interval()}s",
+                        f"{self.name} failed again",
+                    )
+                else:
+                    if count := failures.ended():
+                        logger.warning("%s works again after %s failures", self.name, count)
                 self.stopping.wait(self.interval())
         finally:
-            thread_connection.close()
+            connections[self.using].close()
 
     def stop(self) -> None:
         self.stopping.set()
@@ -64,16 +112,28 @@ class Services:
         self.worker = worker
         self.threads: list[Periodic] = []
         self.last: dict[str, float] = {}
+        self.next_schedule_at: float | None = None  # monotonic; set by the maintenance thread
 
     def start(self) -> None:
         if self.threads:
             return
         w = self.worker
         retrying(lambda: schedules.sync_declared(w.backend), what="schedule sync", using=w.using)
+        limit = w.backend.later.lease_seconds
         self.threads = [
-            Periodic("later-heartbeat", lambda: later_settings.heartbeat_interval, self.heartbeat),
             Periodic(
-                "later-maintenance", lambda: min(later_settings.poll_interval, 1.0), self.duties
+                "later-heartbeat",
+                lambda: later_settings.heartbeat_interval,
+                self.heartbeat,
+                using=w.using,
+                idle_limit=limit,
+            ),
+            Periodic(
+                "later-maintenance",
+                self.maintenance_wait,
+                self.duties,
+                using=w.using,
+                idle_limit=limit,
             ),
         ]
         for thread in self.threads:
@@ -90,7 +150,7 @@ class Services:
                     "could not remove the heartbeat row of worker id=%s", self.worker.id
                 )
             finally:
-                thread_connection.close()
+                connections[self.worker.using].close()
         self.threads = []
 
     def heartbeat(self) -> None:
@@ -116,6 +176,15 @@ class Services:
             using=w.using,
         )
 
+    def maintenance_wait(self) -> float:
+        """Seconds until the next maintenance turn: the poll interval (at most 1 s), or
+        less when a schedule falls due sooner, so that it fires on time."""
+        wait = min(later_settings.poll_interval, 1.0)
+        if self.next_schedule_at is not None:
+            until = self.next_schedule_at - time.monotonic() + SCHEDULE_SLACK
+            wait = min(wait, max(until, 0.0))
+        return wait
+
     def due(self, name: str, interval: float) -> bool:
         now = time.monotonic()
         if now - self.last.get(name, -1e18) < interval:
@@ -130,6 +199,12 @@ class Services:
             w.wake.set()
         if retrying(lambda: schedules.run_due(w.backend), what="schedules", using=using):
             w.wake.set()
+        upcoming = retrying(lambda: schedules.next_due(w.backend), what="schedules", using=using)
+        self.next_schedule_at = (
+            None
+            if upcoming is None
+            else time.monotonic() + (upcoming - timezone.now()).total_seconds()
+        )
         if self.due("metrics", METRICS_INTERVAL):
             w.metrics.flush(ns, using=using)
             retrying(lambda: counts.fold(using=using), what="fold stage counts", using=using)

@@ -25,6 +25,16 @@ class Running:
     deadline: float | None = None
     interrupted_at: float | None = None
 
+    def timeout_step_at(self, grace: float) -> float | None:
+        """When the worker next acts on this job's timeout: at the deadline it interrupts
+        the job, ``grace`` seconds after the interrupt it abandons the thread. None for a
+        job without a timeout or not started yet."""
+        if self.slot is None or self.deadline is None:
+            return None
+        if self.interrupted_at is None:
+            return self.deadline
+        return self.interrupted_at + grace
+
 
 class Slot(threading.Thread):
     """Takes claimed jobs from the shared inbox and runs them one at a time."""

@@ -16,6 +16,7 @@ PAGES = [
     reverse("admin:later_dashboard_jobs", args=["failed"]),
     reverse("admin:later_dashboard_job", args=[JOB]),
     reverse("admin:later_dashboard_action", args=[JOB, "retry"]),
+    reverse("admin:later_dashboard_schedules"),
     reverse("admin:later_dashboard_topics"),
     reverse("admin:later_dashboard_topic", args=["orders"]),
     reverse("admin:later_dashboard_partition", args=["orders", 0]),

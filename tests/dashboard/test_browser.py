@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.utils import timezone
 
+import later_django
 from later_django.jobs import get_job
+from later_django.models import Schedule
 
 from . import tasks
 from .conftest import NAMESPACE
@@ -117,6 +121,26 @@ def test_an_operator_finds_a_failed_job_and_retries_it(page, live_server, run_bu
     assert len(get_job(failing.id, namespace=NAMESPACE).errors) == 2
 
 
+def test_a_viewer_finds_which_schedule_no_worker_fires(page, live_server):
+    later_django.schedule("nightly", "0 3 * * *", tasks.echo, {"report": "sales"})
+    later_django.schedule("hourly", "0 * * * *", tasks.echo, {"report": "stock"})
+    Schedule.objects.filter(identifier="hourly").update(
+        next_run_at=timezone.now() - timedelta(hours=2)
+    )
+    user("watcher", staff=True, codenames=("view_jobindexrow",))
+    log_in(page, live_server, "watcher")
+    page.goto(f"{live_server.url}/admin/later/dashboard/")
+    page.click(".later-nav >> text=Schedules")
+
+    assert page.inner_text("h1") == "Schedules"
+    hourly = page.inner_text("#schedule-hourly")
+    assert "overdue" in hourly
+    assert "due since 2" in hourly
+    assert "is a worker running for this namespace?" in hourly
+    assert 'tests.dashboard.tasks.echo({"report": "stock"})' in hourly
+    assert "scheduled" in page.inner_text("#schedule-nightly")
+
+
 def test_the_overview_refreshes_itself_without_reloading(page, live_server, make_job):
     user("watcher", staff=True, codenames=("view_jobindexrow",))
     log_in(page, live_server, "watcher")
@@ -163,7 +187,9 @@ def test_people_without_access_see_nothing(page, live_server, make_job):
     reason="set LATER_DASHBOARD_SCREENSHOTS=<directory> to save screenshots of each page",
 )
 def test_screenshots_of_every_page(page, live_server, run_burst):
-    from django.utils import timezone
+    from django.tasks import default_task_backend
+
+    from later_django.schedules.ticking import run_due
 
     from . import demo
 
@@ -177,7 +203,15 @@ def test_screenshots_of_every_page(page, live_server, run_burst):
     failing = tasks.explode.enqueue("card declined for order 1042")
     for i in range(6):
         tasks.echo.enqueue({"order": 1040 + i})
+    later_django.schedule("nightly-report", "0 2 * * *", tasks.echo, {"report": "sales"})
+    later_django.schedule("stock-sync", "*/15 * * * *", tasks.echo, {"sync": "stock"})
+    later_django.schedule("invoices", "0 * * * *", tasks.echo, {"run": "invoices"}, sequential=True)
+    Schedule.objects.filter(identifier="stock-sync").update(next_run_at=timezone.now())
+    run_due(default_task_backend)  # stock-sync fires: its job runs in the burst below
     run_burst()
+    Schedule.objects.filter(identifier="invoices").update(
+        next_run_at=timezone.now() - timedelta(minutes=40)
+    )
     demo.fill(NAMESPACE, timezone.now())
     log_in(page, live_server, "operator")
 
@@ -191,6 +225,7 @@ def test_screenshots_of_every_page(page, live_server, run_burst):
     shoot("/admin/later/dashboard/jobs/success/", "jobs-success")
     shoot(f"/admin/later/dashboard/job/{failing.id}/", "job-failed")
     shoot(f"/admin/later/dashboard/job/{failing.id}/retry/", "confirm-retry")
+    shoot("/admin/later/dashboard/schedules/", "schedules")
     shoot("/admin/later/dashboard/topics/", "topics")
     shoot("/admin/later/dashboard/topics/orders/", "topic-partitions")
     shoot("/admin/later/dashboard/topics/orders/5/", "partition-jobs")

@@ -145,3 +145,18 @@ def test_continuations_of_plain_occurrences_stay_out_of_partitions():
     [occurrence] = run_due(default_task_backend)
     child = tasks.record.using(after=occurrence).enqueue("k", "v")
     assert JobIndexRow.objects.get(job_id=child.id).topic is None
+
+
+def test_next_due_is_the_earliest_run_still_ahead():
+    from later_django.schedules.ticking import next_due
+
+    assert next_due(default_task_backend) is None
+    later_django.schedule("soon", "* * * * *", tasks.noop)
+    later_django.schedule("later", "0 3 * * *", tasks.noop)
+    later_django.schedule("stuck", "* * * * *", tasks.noop)
+    soon = Schedule.objects.get(identifier="soon").next_run_at
+    make_due("stuck")  # due, but not fired yet (sequential, or another worker's): not ahead
+
+    assert next_due(default_task_backend) == soon
+    make_due("soon")
+    assert next_due(default_task_backend) == Schedule.objects.get(identifier="later").next_run_at

@@ -38,6 +38,23 @@ def test_three_workers_enqueue_exactly_one_job_per_tick(start_worker):
     assert Execution.objects.filter(kind="fleet").count() == len(dues)
 
 
+def test_a_worker_fires_each_occurrence_at_its_time_not_at_its_next_poll(start_worker):
+    # A poll interval as long as the period: waiting a whole interval between looks
+    # would enqueue each occurrence up to a second late, and skip one now and then.
+    start_worker("--concurrency", "2", LATER_TEST_POLL_INTERVAL="1.0")
+    wait_for(lambda: Worker.objects.filter(namespace="tests").exists(), timeout=30)
+    later_django.schedule("on-time", "* * * * * *", tasks.tick, "on-time")
+    wait_for(lambda: len(due_times("on-time")) >= 7, timeout=30)
+    later_django.unschedule("on-time")
+
+    # The first occurrence waits for the worker to read the new schedule (up to 1 s).
+    fired = occurrences("on-time")[1:]
+    late = [(r.enqueued_at - r.run_after) / 1e6 for r in fired]  # type: ignore[operator]
+    assert max(late) < 0.4, late
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(due_times("on-time"))]
+    assert gaps == [1.0] * len(gaps), gaps
+
+
 def test_scheduling_again_replaces_the_definition_workers_use(start_worker):
     later_django.schedule("replaced", "* * * * * *", tasks.tick, "swap", label="old")
     start_worker()

@@ -2,6 +2,7 @@
 
 import copy
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -145,6 +146,27 @@ def test_a_postgresql_connection_terminated_by_the_server_is_transient(
             cursor.execute("SELECT 1")
 
     assert is_transient(caught(read))
+
+
+@postgres_only
+@pytest.mark.django_db
+def test_a_session_ended_for_idling_in_a_transaction_is_transient(
+    other: BaseDatabaseWrapper,
+) -> None:
+    with other.cursor() as cursor:
+        cursor.execute("SET idle_in_transaction_session_timeout = '100ms'")
+    other.set_autocommit(False)
+    with other.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    time.sleep(0.5)  # the server ends the session while it idles in its transaction
+
+    def read() -> None:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT 1")
+
+    error = caught(read)
+    assert error.__cause__.sqlstate == "25P03"  # type: ignore[union-attr]
+    assert is_transient(error)
 
 
 @postgres_only

@@ -85,3 +85,12 @@ def _pid() -> int:
     import os
 
     return os.getpid()
+
+
+@task(topic="orders", takes_context=True)
+def long_first_run(context, key, seconds):
+    """Run ``seconds`` under the partition's first lease and at once under any later one."""
+    _record(f"run:{key}", context.epoch)
+    if context.epoch == 1:
+        time.sleep(seconds)
+    return context.epoch

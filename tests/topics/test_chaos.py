@@ -6,10 +6,11 @@ import signal
 from collections import defaultdict
 
 import pytest
+from django.db import connection
 
 from later_django.models import JobIndexRow, PartitionHead, PartitionJob, PartitionLease
 from later_django.results import load_record
-from tests.conftest import wait_for
+from tests.conftest import stop_inside_a_transaction, wait_for
 from tests.models import Execution
 from tests.topics import tasks
 
@@ -91,3 +92,24 @@ def test_a_paused_worker_whose_partition_was_taken_over_cannot_complete_its_head
         assert result.status == "SUCCESSFUL"
     assert PartitionLease.objects.get().epoch == 4
     assert not PartitionHead.objects.exists()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL only: row locks")
+def test_a_worker_frozen_while_renewing_its_partition_lease_does_not_keep_it(start_worker):
+    """Stopped inside the renewal's transaction, a worker kept the head row locked for good,
+    and claims (which skip locked heads) never took the partition over."""
+    key = "frozen"
+    first = tasks.long_first_run.using(partition_key=key).enqueue(key, 120)
+    then = tasks.step.using(partition_key=key).enqueue(key, 1)
+    frozen = start_worker("--concurrency", "2")
+    wait_for(lambda: Execution.objects.filter(kind=f"run:{key}").exists(), timeout=30)
+
+    # The renewal runs twice a second and lasts milliseconds.
+    stop_inside_a_transaction(frozen, "UPDATE later_partition_head SET available_at")
+    try:
+        start_worker("--concurrency", "2")
+        wait_for(lambda: (then.refresh(), then.status)[1] == "SUCCESSFUL", timeout=30)
+    finally:
+        frozen.signal(signal.SIGCONT)
+    first.refresh()
+    assert (first.status, first.return_value) == ("SUCCESSFUL", 2)

@@ -7,9 +7,11 @@ from django.utils import timezone
 
 from later_django.models import PartitionHead, PartitionJob, PartitionLease
 from later_django.topics import upkeep
+from later_django.topics.routing import partition_for_key
+from tests.conftest import seconds_while_locked
 from tests.topics import tasks
 
-from .helpers import claim, keys_in_distinct_partitions
+from .helpers import ORDERS, claim, keys_in_distinct_partitions
 
 pytestmark = pytest.mark.django_db
 
@@ -33,6 +35,27 @@ def test_renewal_extends_the_leases_and_heads_only_of_partitions_the_worker_is_r
     assert PartitionHead.objects.get(partition=item.partition).available_at > soon
     assert PartitionLease.objects.get(partition=99).expires_at < soon
     assert PartitionHead.objects.exclude(partition=item.partition).get().available_at < soon
+
+
+@pytest.mark.django_db(transaction=True)  # the holding thread must see the rows
+def test_renewal_skips_a_head_locked_by_an_outcome_in_progress_instead_of_waiting(vendor):
+    if vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite has one writer at a time")
+    busy_key, free_key = keys_in_distinct_partitions(2)
+    tasks.step.using(partition_key=busy_key).enqueue(busy_key, 0)
+    tasks.step.using(partition_key=free_key).enqueue(free_key, 0)
+    items = claim("worker-a")
+    assert len(items) == 2
+    busy, free = sorted(items, key=lambda i: i.partition != partition_for_key(busy_key, ORDERS))
+    waited = seconds_while_locked(
+        [PartitionHead.objects.filter(partition=busy.partition)],
+        lambda: upkeep.renew("tests", "worker-a", lease_seconds=60, using="default"),
+    )
+
+    assert waited < 5
+    soon = timezone.now() + timedelta(seconds=50)
+    assert PartitionHead.objects.get(partition=free.partition).available_at > soon
+    assert PartitionHead.objects.get(partition=busy.partition).available_at < soon
 
 
 def test_another_worker_cannot_renew_a_lease_it_does_not_hold():

@@ -43,9 +43,14 @@ def worker_thread(**config: Any) -> Iterator[Worker]:
         raise errors[0]
 
 
-def run_burst_in_process(**config: Any) -> Worker:
+def burst_worker(**config: Any) -> Worker:
+    return Worker(WorkerConfig(install_signal_handlers=False, burst=True, **config))
+
+
+def run_burst_in_process(worker: Worker | None = None, **config: Any) -> Worker:
     """Run a burst Worker to completion in a thread (so it has its own connection)."""
-    worker = Worker(WorkerConfig(install_signal_handlers=False, burst=True, **config))
+    if worker is None:
+        worker = burst_worker(**config)
     errors: list[BaseException] = []
     thread = threading.Thread(target=_run, args=(worker, errors), name="test-burst-worker")
     thread.start()

@@ -1,17 +1,17 @@
 """The claim: batches of 16 or one, priority order, SKIP LOCKED, lapsed leases, fencing."""
 
-import threading
 import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection
 from django.utils import timezone
 
 from later_django.models import DeliveryCommand, JobExecution, JobIndexRow
 from later_django.worker.claiming import BATCH, claim
 from later_django.worker.outcomes import SUCCESS, Outcome, record_outcomes
 from tests import tasks
+from tests.conftest import seconds_while_locked
 from tests.db_state import index_stage_counts, stage_counts
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,6 +63,16 @@ def test_claims_follow_priority_then_enqueue_order():
     assert take() == []
 
 
+def test_a_batch_comes_back_in_priority_then_enqueue_order():
+    # Slots take a batch's jobs in the order the claim returns them.
+    jobs = []
+    for n in range(20):
+        jobs += enqueue(1, priority=(n * 7) % 11 - 5)
+    priorities = {job: (n * 7) % 11 - 5 for n, job in enumerate(jobs)}
+    expected = sorted(jobs, key=lambda job: (-priorities[job], jobs.index(job)))
+    assert [c.job_id for c in take()] == expected[:16]
+
+
 def test_a_queue_filter_claims_only_those_queues():
     default = enqueue(1)
     emails = enqueue(1, queue_name="emails")
@@ -74,6 +84,23 @@ def test_a_queue_filter_claims_only_those_queues():
 def test_another_namespace_never_claims_the_job():
     enqueue(1)
     assert take(namespace="elsewhere") == []
+
+
+def test_a_lazy_claim_leaves_records_encoded_until_loaded():
+    [job_id] = enqueue(1)
+    [claimed] = claim(
+        NS, "worker-a", queues=None, free=16, lease_seconds=30, using="default", lazy=True
+    )
+    assert claimed.record is None
+    assert claimed.raw is not None
+
+    claimed.load()
+    assert claimed.raw is None
+    assert claimed.record is not None
+    assert (claimed.record.id, claimed.record.args) == (job_id, [0, 0])
+    assert [a.worker_id for a in claimed.record.attempts] == ["worker-a"]
+    claimed.load()  # only once: a second call adds no attempt
+    assert len(claimed.record.attempts) == 1
 
 
 def test_a_delayed_job_is_not_claimed():
@@ -149,32 +176,12 @@ def test_rows_another_transaction_has_locked_are_skipped_not_waited_for(vendor):
     if vendor != "postgresql":
         pytest.skip("PostgreSQL only: SQLite serialises writers instead")
     ids = enqueue(20)
-    held = threading.Event()
-    release = threading.Event()
-
-    def lock_the_first_sixteen():
-        # What a concurrent claim holds mid-statement: the commands' row locks.
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT id FROM later_delivery_queue WHERE job_id = ANY(%s) FOR UPDATE",
-                    [ids[:16]],
-                )
-                held.set()
-                release.wait(10)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=lock_the_first_sixteen)
-    thread.start()
-    try:
-        assert held.wait(10)
-        started = time.monotonic()
-        mine = [c.job_id for c in take("worker-b")]
-        elapsed = time.monotonic() - started
-    finally:
-        release.set()
-        thread.join(10)
+    mine: list[str] = []
+    # What a concurrent claim holds mid-statement: the first sixteen commands' row locks.
+    elapsed = seconds_while_locked(
+        [DeliveryCommand.objects.filter(job_id=job_id) for job_id in ids[:16]],
+        lambda: mine.extend(c.job_id for c in take("worker-b")),
+    )
     # Four unlocked rows are fewer than a batch, so one of them; never a locked one.
     assert mine == [ids[16]]
     assert elapsed < 1.0

@@ -137,3 +137,25 @@ def test_a_worker_refuses_a_backend_that_is_not_later():
         "Task backend 'dummy' is DummyBackend; later_worker needs one whose BACKEND is "
         "'later_django.backend.LaterBackend'."
     )
+
+
+def test_a_worker_refuses_to_start_on_a_database_without_the_later_tables(tmp_path):
+    # A fresh SQLite file stands for any database `migrate` has not been run on.
+    env = worker_env(DATABASE_URL=f"sqlite:///{tmp_path / 'new.sqlite3'}")
+    env.pop("LATER_TEST_DATABASE_NAME")
+    completed = subprocess.run(
+        [sys.executable, "-m", "django", "later_worker", "--burst"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stderr.startswith("CommandError: Database 'default' has not had "), (
+        completed.stderr
+    )
+    assert completed.stderr.endswith(
+        "of later_django's migrations applied (the first is 0001_initial), so its tables are "
+        "missing or out of date. Run: python manage.py migrate --database default\n"
+    ), completed.stderr

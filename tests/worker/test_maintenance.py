@@ -33,7 +33,7 @@ from later_django.worker.runner import Worker as LaterWorker
 from later_django.worker.runner import WorkerConfig
 from later_django.worker.services import RECONCILE_INTERVAL, Services
 from tests import tasks
-from tests.conftest import wait_for
+from tests.conftest import seconds_while_locked, wait_for
 from tests.db_state import index_stage_counts, stage_counts
 from tests.models import Execution
 from tests.worker.in_process import worker_thread
@@ -98,6 +98,34 @@ def test_renewal_pushes_out_every_lease_the_worker_holds():
             seconds=59
         )
     assert JobExecution.objects.get(job_id=theirs).lease_expires_at < before + timedelta(seconds=2)
+
+
+def test_renewal_skips_a_lease_locked_by_an_outcome_in_progress_instead_of_waiting(vendor):
+    if vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite has one writer at a time")
+    tasks.add.enqueue_many([((i, i), {}) for i in range(3)])
+    mine = []
+    for _ in range(3):
+        mine += [
+            c.job_id for c in claim(NS, "me", queues=None, free=1, lease_seconds=1, using="default")
+        ]
+    busy = mine[0]
+    before = timezone.now()
+    waited = seconds_while_locked(
+        [JobExecution.objects.filter(job_id=busy), DeliveryCommand.objects.filter(job_id=busy)],
+        lambda: leases.renew(NS, "me", lease_seconds=60, using="default"),
+    )
+
+    # Waiting for the row could deadlock with the outcome that holds it.
+    assert waited < 5
+    renewed = set(
+        JobExecution.objects.filter(
+            lease_expires_at__gt=before + timedelta(seconds=59)
+        ).values_list("job_id", flat=True)
+    )
+    assert renewed == set(mine[1:])
+    commands = DeliveryCommand.objects.filter(available_at__gt=before + timedelta(seconds=59))
+    assert set(commands.values_list("job_id", flat=True)) == set(mine[1:])
 
 
 def test_a_running_worker_heartbeats_and_removes_its_row_when_it_stops(start_worker):

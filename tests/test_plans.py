@@ -1,0 +1,98 @@
+"""The statements every worker runs at each heartbeat read through indexes, never a whole queue.
+
+A backlog of a million waiting jobs must not cost each worker a full scan
+every few seconds (see bench/upkeep.py for the figures). Each test fills a
+table with waiting rows, lets the database gather statistics, runs the real
+duty, and asks the database for the plan of the statement it ran.
+"""
+
+from collections.abc import Callable
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from later_django.models import DeliveryCommand, PartitionHead, PartitionJob
+from later_django.topics import upkeep
+from later_django.worker import leases
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+OWNER = "host:1:abcdef"
+
+
+def plan_of(duty: Callable[[], object], table: str) -> str:
+    """Run ``duty``; return the plan of the one statement it ran on ``table``."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    with CaptureQueriesContext(connection) as captured:
+        duty()
+    [statement] = [q["sql"] for q in captured if table in q["sql"]]
+    explain = "EXPLAIN " if connection.vendor == "postgresql" else "EXPLAIN QUERY PLAN "
+    with connection.cursor() as cursor:
+        cursor.execute(explain + statement)
+        return "\n".join(str(row) for row in cursor.fetchall())
+
+
+def test_lease_renewal_reads_claimed_commands_through_the_owner_index():
+    now = timezone.now()
+    DeliveryCommand.objects.bulk_create(
+        DeliveryCommand(
+            namespace="tests",
+            queue_name="default",
+            job_id=f"{n:026d}",
+            available_at=now,
+            enqueued_at=now,
+            lease_owner=OWNER if n < 16 else None,
+        )
+        for n in range(5000)
+    )
+
+    plan = plan_of(
+        lambda: leases.renew("tests", OWNER, lease_seconds=30, using="default"),
+        "later_delivery_queue",
+    )
+
+    assert "later_delivery_owner_idx" in plan, plan
+    assert DeliveryCommand.objects.filter(lease_owner=OWNER, available_at__gt=now).count() == 16
+
+
+def test_truncation_reads_only_the_rows_below_each_head():
+    now = timezone.now()
+    PartitionJob.objects.bulk_create(
+        PartitionJob(
+            namespace="tests",
+            topic="orders",
+            partition=n % 4,
+            sequence=n // 4 + 1,
+            job_id=f"{n:026d}",
+            available_at=now,
+        )
+        for n in range(5000)
+    )
+    PartitionHead.objects.bulk_create(
+        PartitionHead(
+            namespace="tests",
+            topic="orders",
+            partition=p,
+            sequence=1,
+            job_id=f"{p:026d}",
+            available_at=now,
+        )
+        for p in range(4)
+    )
+
+    plan = plan_of(lambda: upkeep.truncate("tests", using="default"), "later_partition_job")
+
+    # The rows are found below each head through the unique (…, sequence) index
+    # (the DELETE around it may then match their ids any way it likes).
+    if connection.vendor == "postgresql":
+        assert "Index Scan on later_partjob_seq_uniq" in plan or (
+            "Index Scan using later_partjob_seq_uniq on later_partition_job j" in plan
+        ), plan
+        assert "Seq Scan on later_partition_job j" not in plan, plan
+    else:
+        assert "SEARCH j USING" in plan, plan
+        assert "SCAN j" not in plan, plan
+    assert PartitionJob.objects.count() == 5000  # nothing lay behind a head
