@@ -150,6 +150,11 @@ def advance(
     sequence row; its row is invisible here, so ending the partition now would
     strand it. Such a head is left on the finished job, runnable at once, and
     the next claim advances it (claiming skips heads whose job has ended).
+
+    A new head is available from now at the earliest, not from its job's
+    enqueue: the steal delay of rendezvous assignment counts from the moment a
+    row becomes its partition's head, so the partition's preferred worker gets
+    the first chance at every head, not only at the first of a backlog.
     """
     if not places:
         return {}
@@ -181,21 +186,21 @@ def advance(
     if is_postgres(connection):
         # One index probe per partition; the MIN form below scans every queued row.
         cursor.execute(
-            'SELECT p.topic, p."partition", n.sequence, n.job_id, n.available_at '
+            'SELECT p.topic, p."partition", n.sequence, n.job_id, GREATEST(n.available_at, %s) '
             f"FROM (VALUES {', '.join(['(%s::text, %s::int)'] * len(places))}) "
             'AS p(topic, "partition") CROSS JOIN LATERAL (SELECT sequence, job_id, available_at '
             "FROM later_partition_job j WHERE j.namespace = %s AND j.topic = p.topic "
             'AND j."partition" = p."partition" ORDER BY j.sequence LIMIT 1) AS n',
-            [*flat, namespace],
+            [to_db(connection, now), *flat, namespace],
         )
     else:
         cursor.execute(
-            'SELECT j.topic, j."partition", j.sequence, j.job_id, j.available_at '
+            'SELECT j.topic, j."partition", j.sequence, j.job_id, MAX(j.available_at, %s) '
             "FROM later_partition_job j WHERE j.namespace = %s "
             f'AND (j.topic, j."partition") IN ({pairs}) '
             "AND j.sequence = (SELECT MIN(m.sequence) FROM later_partition_job m WHERE "
             'm.namespace = j.namespace AND m.topic = j.topic AND m."partition" = j."partition")',
-            [namespace, *flat],
+            [to_db(connection, now), namespace, *flat],
         )
     following = {(row[0], row[1]): row[2:] for row in cursor.fetchall()}
     if following:

@@ -162,6 +162,28 @@ def test_a_worker_takes_another_workers_preferred_partition_only_after_the_steal
     assert [c.job_id for c in claim("worker-a", preference=preference)] == [theirs]
 
 
+def test_the_steal_delay_counts_from_when_a_row_becomes_head_not_from_its_enqueue():
+    keys = keys_in_distinct_partitions(2)
+    enqueue(keys[0])
+    theirs = enqueue(keys[1], 2)
+    # A backlog enqueued long ago: every row of the other worker's partition is old.
+    long_ago = timezone.now() - timedelta(seconds=31)
+    PartitionHead.objects.filter(job_id=theirs[0]).update(available_at=long_ago)
+    PartitionJob.objects.filter(job_id__in=theirs).update(available_at=long_ago)
+    preference = Preference(
+        tokens=frozenset({partition_token("orders", partition_for_key(keys[0], ORDERS))}),
+        everything=False,
+        steal_after=30,
+    )
+    stolen = [c for c in claim("worker-a", preference=preference) if c.job_id == theirs[0]]
+    finish("worker-a", stolen[0])
+    # The next row has only just become head: its preferred worker gets the first chance.
+    assert [c.job_id for c in claim("worker-a", preference=preference)] == []
+    assert PartitionHead.objects.get(job_id=theirs[1]).available_at > long_ago
+    PartitionHead.objects.filter(job_id=theirs[1]).update(available_at=long_ago)
+    assert [c.job_id for c in claim("worker-a", preference=preference)] == [theirs[1]]
+
+
 def test_a_continuation_waits_in_its_parents_partition_and_runs_right_after_it():
     from tests import tasks as plain_tasks
 
