@@ -11,6 +11,7 @@ import pytest
 from django.tasks import TaskResultStatus
 
 from tests.django_contract import tasks
+from tests.django_contract.matching import exactly
 from tests.django_contract.runs import worker_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.process]
@@ -39,7 +40,7 @@ def run(django_db_setup, django_db_blocker, tmp_path_factory):
 
 def assert_failed_with(result, exception, message):
     assert result.status == TaskResultStatus.FAILED
-    with pytest.raises(ValueError, match="^Task failed$"):
+    with pytest.raises(ValueError, match=exactly("Task failed")):
         _ = result.return_value
     assert result.enqueued_at <= result.started_at <= result.finished_at
     [error] = result.errors

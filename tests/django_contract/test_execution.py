@@ -14,6 +14,7 @@ from django.tasks import TaskResultStatus
 from django.utils import timezone
 
 from tests.django_contract import tasks
+from tests.django_contract.matching import exactly, starting
 from tests.django_contract.runs import worker_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.process]
@@ -97,7 +98,7 @@ def test_an_exception_fails_the_job_with_its_class_path_and_traceback(run):
     result = run.result("value_error")
     assert result.status == TaskResultStatus.FAILED
     assert result.is_finished is True
-    with pytest.raises(ValueError, match="^Task failed$"):
+    with pytest.raises(ValueError, match=exactly("Task failed")):
         _ = result.return_value
     assert result.enqueued_at <= result.started_at <= result.finished_at
     assert result.last_attempted_at is not None
@@ -161,6 +162,8 @@ def test_the_context_attempt_counts_every_attempt(run):
         2,
         2,
     )
+    assert result.started_at < result.last_attempted_at <= result.finished_at
+    assert len(result.worker_ids) == 2
     [error] = result.errors
     assert error.exception_class is RuntimeError
 
@@ -237,7 +240,9 @@ def test_a_stored_error_resolves_only_real_exception_classes(run):
     # test_task_error_unknown_module
     [error] = run.result("value_error").errors
     object.__setattr__(error, "exception_class_path", "subprocess.run")
-    with pytest.raises(ValueError, match="'subprocess.run' does not reference a valid exception"):
+    with pytest.raises(
+        ValueError, match=starting("'subprocess.run' does not reference a valid exception.")
+    ):
         _ = error.exception_class
     object.__setattr__(error, "exception_class_path", "does.not.exist")
     with pytest.raises(ImportError):

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from later_django.backend import LaterBackend
 from tests.django_contract import tasks
+from tests.django_contract.matching import exactly, starting
 
 PRIORITY_MESSAGE = "priority must be a whole number between -100 and 100."
 NAIVE_MESSAGE = "run_after must be an aware datetime."
@@ -37,7 +38,11 @@ def test_using_returns_a_changed_copy_and_leaves_the_task_alone():
     assert tasks.noop.using(priority=1).priority == 1
     assert tasks.noop.using(queue_name="emails").queue_name == "emails"
     assert tasks.noop.using(run_after=now).run_after == now
-    assert (tasks.noop.priority, tasks.noop.queue_name, tasks.noop.run_after) == (0, "default", None)
+    assert (tasks.noop.priority, tasks.noop.queue_name, tasks.noop.run_after) == (
+        0,
+        "default",
+        None,
+    )
     copy = tasks.noop.using()
     assert copy == tasks.noop
     assert copy is not tasks.noop
@@ -85,14 +90,14 @@ def test_an_invalid_priority_has_djangos_message(priority):
 def test_a_naive_run_after_is_invalid():
     # Django: tests/tasks/test_tasks.py test_naive_datetime
     with pytest.raises(InvalidTask):
-        tasks.noop.using(run_after=datetime.now())  # noqa: DTZ005  (naive on purpose)
+        tasks.noop.using(run_after=datetime.now())  # naive on purpose
 
 
 @pytest.mark.xfail(strict=True, reason="defect 3: messages do not start with Django's wording")
 def test_a_naive_run_after_has_djangos_message():
     # Django: tests/tasks/test_tasks.py test_naive_datetime
     with pytest.raises(InvalidTask) as raised:
-        tasks.noop.using(run_after=datetime.now())  # noqa: DTZ005  (naive on purpose)
+        tasks.noop.using(run_after=datetime.now())  # naive on purpose
     assert str(raised.value).startswith(NAIVE_MESSAGE)
 
 
@@ -141,7 +146,9 @@ def test_enqueue_of_a_task_on_an_unknown_queue_has_djangos_message():
 
 def test_an_unknown_backend_alias_is_invalid():
     # Django: tests/tasks/test_tasks.py test_using_unknown_backend
-    with pytest.raises(InvalidTaskBackend, match="^The connection 'unknown' doesn't exist.$"):
+    with pytest.raises(
+        InvalidTaskBackend, match=exactly("The connection 'unknown' doesn't exist.")
+    ):
         tasks.noop.using(backend="unknown")
 
 
@@ -151,7 +158,7 @@ def test_a_backend_that_cannot_be_imported_is_invalid():
         override_settings(TASKS={**settings.TASKS, "missing": {"BACKEND": "does.not.exist"}}),
         pytest.raises(
             InvalidTaskBackend,
-            match="^Could not find backend 'does.not.exist': No module named 'does'$",
+            match=exactly("Could not find backend 'does.not.exist': No module named 'does'"),
         ),
     ):
         tasks.noop.using(backend="missing")
@@ -178,7 +185,9 @@ def task_defined_in_a_function():
 def test_a_task_function_must_be_defined_at_module_level():
     # Django: tests/tasks/test_tasks.py test_invalid_function
     for function in (any, task_defined_in_a_function()):
-        with pytest.raises(InvalidTask, match="^Task function must be defined at a module level.$"):
+        with pytest.raises(
+            InvalidTask, match=exactly("Task function must be defined at a module level.")
+        ):
             task()(function)
 
 
@@ -186,19 +195,28 @@ def test_a_context_task_must_take_context_first():
     # Django: tests/tasks/test_tasks.py test_takes_context_without_taking_context
     with pytest.raises(
         InvalidTask,
-        match="^Task takes context but does not have a first argument of 'context'.$",
+        match=exactly("Task takes context but does not have a first argument of 'context'."),
     ):
         task(takes_context=True)(tasks.answer.func)
 
 
 def test_run_after_cannot_be_given_to_the_decorator():
     # Django: tests/tasks/test_tasks.py test_run_after_in_decorator
-    with pytest.raises(TypeError, match="^run_after cannot be defined statically"):
+    with pytest.raises(TypeError, match=starting("run_after cannot be defined statically")):
         task(run_after=timezone.now())(tasks.answer.func)
 
 
 def test_unpickling_a_path_that_is_not_a_task_fails():
-    # Django: tests/tasks/test_tasks.py test_unpickle_arbitrary_string, test_unpickle_non_task_object
+    # Django: tests/tasks/test_tasks.py test_unpickle_arbitrary_string,
+    # test_unpickle_non_task_object
     for path in ("does.not.exist.fake_task", "builtins.any"):
-        with pytest.raises(ValueError, match=f"^Expected '{path}' to point to a Task instance.$"):
+        with pytest.raises(
+            ValueError, match=exactly(f"Expected '{path}' to point to a Task instance.")
+        ):
             type(tasks.noop)._reconstruct({"func": path})
+
+
+def test_enqueue_without_any_configured_backend_is_invalid():
+    # Django: tests/tasks/test_tasks.py test_no_backends
+    with override_settings(TASKS={}), pytest.raises(InvalidTaskBackend):
+        tasks.noop.enqueue()
