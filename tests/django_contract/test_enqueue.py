@@ -246,3 +246,11 @@ def test_the_default_queue_is_djangos():
     # Django: tests/tasks/test_tasks.py test_using_queue_name (the default)
     assert tasks.noop.queue_name == DEFAULT_TASK_QUEUE_NAME
     assert (tasks.noop.priority, tasks.noop.run_after, tasks.noop.backend) == (0, None, "default")
+
+
+def test_an_integer_beyond_64_bits_is_refused_at_enqueue():
+    # Deliberate difference from Django's JSON-only check: jobs are stored as msgpack,
+    # whose integers hold 64 bits, so a larger one is refused before anything is stored.
+    with pytest.raises((TypeError, ValueError), match="is 18446744073709551616 of type int"):
+        tasks.noop.enqueue(2**64)
+    assert not JobIndexRow.objects.exists()
