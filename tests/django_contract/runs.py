@@ -74,7 +74,7 @@ def worker_run(
             worker.stop()
             run.output = worker.log_path.read_text(errors="replace")
         rows = Execution.objects.order_by("id").values_list("kind", "value")
-        run.signals = [(kind, *value.split(" ")) for kind, value in rows]  # type: ignore[misc]
+        run.signals = [(kind, *value.split(" ")) for kind, value in rows]
     try:
         yield run
     finally:
