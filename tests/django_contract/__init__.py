@@ -1,0 +1,1 @@
+"""Django's own Tasks-framework contract, checked against LaterBackend."""
