@@ -161,3 +161,29 @@ def idles_in_a_transaction(kind, seconds):
         time.sleep(seconds)
         _record(kind, "committed")
     return seconds
+
+
+class NotAnError(BaseException):
+    """A BaseException that is not an Exception, as some libraries define for control flow."""
+
+
+BASE_EXCEPTIONS = {
+    "SystemExit": lambda: SystemExit(3),
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "GeneratorExit": GeneratorExit,
+    "NotAnError": lambda: NotAnError("escaped"),
+}
+
+
+@task(max_attempts=2, backoff="immediate")
+def raises_base_exception(kind, name):
+    _record(kind, name)
+    raise BASE_EXCEPTIONS[name]()
+
+
+@task(max_attempts=2, backoff="immediate")
+async def async_raises_base_exception(kind, name):
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(_record)(kind, name)
+    raise BASE_EXCEPTIONS[name]()
