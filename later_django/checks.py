@@ -37,3 +37,32 @@ def check_later_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
                 )
             )
     return errors
+
+
+def check_renewal(alias: str, lease_seconds: float) -> list[checks.CheckMessage]:
+    """Warn (later.W002) when leases are renewed more often than LATER_HEARTBEAT_INTERVAL says.
+
+    Called by the backend's own check, which knows the alias's ``lease_seconds``.
+    """
+    from .worker.leases import RENEWALS_PER_LEASE, renewal_interval
+
+    heartbeat = getattr(
+        settings, "LATER_HEARTBEAT_INTERVAL", SETTINGS["LATER_HEARTBEAT_INTERVAL"].default
+    )
+    if isinstance(heartbeat, bool) or not isinstance(heartbeat, int | float):
+        return []  # later.E001 names it
+    renewal = renewal_interval(heartbeat, lease_seconds)
+    if not renewal < heartbeat:
+        return []
+    return [
+        checks.Warning(
+            f"LATER_HEARTBEAT_INTERVAL is {heartbeat!r}, more than a third of "
+            f"TASKS[{alias!r}]['OPTIONS']['lease_seconds'] ({lease_seconds:g}); workers of "
+            f"{alias!r} renew their leases every {renewal:g} seconds instead.",
+            hint=(
+                f"Set LATER_HEARTBEAT_INTERVAL to at most {renewal:g}, or lease_seconds to at "
+                f"least {heartbeat * RENEWALS_PER_LEASE:g}, so both say the same."
+            ),
+            id="later.W002",
+        )
+    ]

@@ -187,3 +187,11 @@ async def async_raises_base_exception(kind, name):
 
     await sync_to_async(_record)(kind, name)
     raise BASE_EXCEPTIONS[name]()
+
+
+@task
+def records_start_and_end(kind, seconds):
+    """Record each run's start and end, so a run started twice shows as two starts."""
+    _record(kind, "start")
+    time.sleep(seconds)
+    _record(kind, "end")

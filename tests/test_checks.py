@@ -1,4 +1,4 @@
-"""System checks: later.E001 for LATER_* settings, later.E002-E004/W001 for backend aliases."""
+"""System checks: later.E001 for LATER_* settings, later.E002-E004/W001/W002 for backend aliases."""
 
 from typing import Any
 
@@ -211,4 +211,23 @@ def test_false_is_a_valid_prepared_statements_setting():
 
 def test_none_is_a_valid_vacuum_interval():
     with override_settings(LATER_VACUUM_INTERVAL=None):
+        assert later_messages() == []
+
+
+def test_a_heartbeat_longer_than_a_third_of_the_lease_is_warning_w002():
+    with override_settings(TASKS=tasks_with({"lease_seconds": 3}), LATER_HEARTBEAT_INTERVAL=5):
+        messages = [m for m in run_checks() if m.id == "later.W002"]
+    assert [m.msg for m in messages] == [
+        "LATER_HEARTBEAT_INTERVAL is 5, more than a third of "
+        "TASKS['default']['OPTIONS']['lease_seconds'] (3); workers of 'default' renew their "
+        "leases every 1 seconds instead."
+    ]
+    assert messages[0].hint == (
+        "Set LATER_HEARTBEAT_INTERVAL to at most 1, or lease_seconds to at least 15, so both "
+        "say the same."
+    )
+
+
+def test_a_heartbeat_of_a_third_of_the_lease_passes_every_later_check():
+    with override_settings(TASKS=tasks_with({"lease_seconds": 3}), LATER_HEARTBEAT_INTERVAL=1):
         assert later_messages() == []
