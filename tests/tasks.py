@@ -195,3 +195,14 @@ def records_start_and_end(kind, seconds):
     _record(kind, "start")
     time.sleep(seconds)
     _record(kind, "end")
+
+
+def unreachable_delay(exception, task_result):
+    """A delay no datetime can hold (about 3e292 years)."""
+    return 1e300
+
+
+@task(max_attempts=3, backoff=unreachable_delay)
+def fails_with_an_unreachable_retry(kind):
+    _record(kind, "attempt")
+    raise RuntimeError("no retry can be scheduled")

@@ -179,16 +179,12 @@ def _failure(
         try:
             task = resolve_task(record.task_path)
             delay = delay_seconds(backend.backoff_for(task), exc, replace(result))
+            # Inside the try: a delay too large for a datetime fails the policy, not the job's
+            # outcome, which would then lose the task's own error.
+            retry_at = None if delay is None else now + timedelta(seconds=delay)
         except Exception:
             logger.exception("backoff policy failed for job id=%s; not retrying", record.id)
-            delay = None
-        if delay is not None:
-            return Outcome(
-                item.job_id,
-                item.epoch,
-                RETRY,
-                record,
-                now,
-                retry_at=now + timedelta(seconds=delay),
-            )
+            retry_at = None
+        if retry_at is not None:
+            return Outcome(item.job_id, item.epoch, RETRY, record, now, retry_at=retry_at)
     return Outcome(item.job_id, item.epoch, FAILED, record, now)
