@@ -121,9 +121,11 @@ class LaterBackend(BaseTaskBackend):
                 )
             )
         else:
+            from .checks import check_renewal
             from .schedules.definitions import check_declared
 
             errors.extend(check_declared(self))
+            errors.extend(check_renewal(self.alias, self.later.lease_seconds))
         if self.later.database not in settings.DATABASES:
             errors.append(
                 checks.Error(

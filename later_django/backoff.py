@@ -8,6 +8,7 @@ retrying. The built-in policies below look only at the attempt number.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,9 +25,17 @@ def _attempt(task_result: Any) -> int:
     return max(1, len(getattr(task_result, "worker_ids", ())))
 
 
-def _non_negative(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise InvalidArgument(f"Backoff {name} is {value!r}; it must be a number of seconds >= 0.")
+def _at_least(name: str, value: float, minimum: float, unit: str = " of seconds") -> float:
+    # inf and nan are floats too: an endless or undefined delay never schedules a retry.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < minimum
+    ):
+        raise InvalidArgument(
+            f"Backoff {name} is {value!r}; it must be a finite number{unit} >= {minimum:g}."
+        )
     return float(value)
 
 
@@ -45,7 +54,7 @@ class Fixed:
     seconds: float = 10.0
 
     def __post_init__(self) -> None:
-        _non_negative("seconds", self.seconds)
+        _at_least("seconds", self.seconds, 0)
 
     def __call__(self, exception: BaseException, task_result: Any) -> float:
         return float(self.seconds)
@@ -60,10 +69,9 @@ class Exponential:
     maximum: float = 3600.0
 
     def __post_init__(self) -> None:
-        _non_negative("base", self.base)
-        _non_negative("maximum", self.maximum)
-        if _non_negative("factor", self.factor) < 1:
-            raise InvalidArgument(f"Backoff factor is {self.factor!r}; it must be at least 1.")
+        _at_least("base", self.base, 0)
+        _at_least("maximum", self.maximum, 0)
+        _at_least("factor", self.factor, 1, unit="")
 
     def delay(self, attempt: int) -> float:
         return float(min(self.maximum, self.base * self.factor ** (attempt - 1)))
@@ -122,6 +130,10 @@ def delay_seconds(
     value = policy(exception, task_result)
     if value is None:
         return None
-    if isinstance(value, timedelta):
-        return max(0.0, value.total_seconds())
-    return max(0.0, float(value))
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not math.isfinite(seconds):
+        raise InvalidArgument(
+            f"Backoff policy {policy!r} returned {value!r}; it must return a finite number of "
+            "seconds, a timedelta or None."
+        )
+    return max(0.0, seconds)

@@ -6,6 +6,7 @@ Checks of a backend alias's ``OPTIONS`` run through the backend's own
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.conf import settings
@@ -23,10 +24,13 @@ def check_later_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
         value = getattr(settings, setting.name)
         kinds = setting.kind if isinstance(setting.kind, tuple) else (setting.kind,)
         ok = isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
+        # inf and nan are floats too; an interval of either never comes round.
+        if ok and isinstance(value, float):
+            ok = math.isfinite(value)
         if ok and value is not None and setting.minimum is not None:
             ok = value >= setting.minimum
         if not ok:
-            allowed = " or ".join(k.__name__ for k in kinds).replace("NoneType", "None")
+            allowed = _allowed(kinds)
             errors.append(
                 checks.Error(
                     f"{setting.name} is {value!r}; it must be {allowed}"
@@ -37,3 +41,43 @@ def check_later_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
                 )
             )
     return errors
+
+
+def _allowed(kinds: tuple[type, ...]) -> str:
+    """What a setting of these types may be, in words."""
+    if float in kinds:
+        return "None or a finite number" if type(None) in kinds else "a finite number"
+    return " or ".join(k.__name__ for k in kinds)
+
+
+def check_renewal(alias: str, lease_seconds: float) -> list[checks.CheckMessage]:
+    """Warn (later.W002) when leases are renewed more often than LATER_HEARTBEAT_INTERVAL says.
+
+    Called by the backend's own check, which knows the alias's ``lease_seconds``.
+    """
+    from .worker.leases import RENEWALS_PER_LEASE, renewal_interval
+
+    heartbeat = getattr(
+        settings, "LATER_HEARTBEAT_INTERVAL", SETTINGS["LATER_HEARTBEAT_INTERVAL"].default
+    )
+    if (
+        isinstance(heartbeat, bool)
+        or not isinstance(heartbeat, int | float)
+        or not math.isfinite(heartbeat)
+    ):
+        return []  # later.E001 names it
+    renewal = renewal_interval(heartbeat, lease_seconds)
+    if not renewal < heartbeat:
+        return []
+    return [
+        checks.Warning(
+            f"LATER_HEARTBEAT_INTERVAL is {heartbeat!r}, more than a third of "
+            f"TASKS[{alias!r}]['OPTIONS']['lease_seconds'] ({lease_seconds:g}); workers of "
+            f"{alias!r} renew their leases every {renewal:g} seconds instead.",
+            hint=(
+                f"Set LATER_HEARTBEAT_INTERVAL to at most {renewal:g}, or lease_seconds to at "
+                f"least {heartbeat * RENEWALS_PER_LEASE:g}, so both say the same."
+            ),
+            id="later.W002",
+        )
+    ]

@@ -83,7 +83,7 @@ TASKS = {
         "QUEUES": ["default", "emails", "slow"],
         "OPTIONS": {
             "namespace": "tests",
-            "lease_seconds": 2,
+            "lease_seconds": float(os.environ.get("LATER_TEST_LEASE_SECONDS", "2")),
             "topics": {"orders": 8, "events": 4},
         },
     },

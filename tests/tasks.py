@@ -161,3 +161,48 @@ def idles_in_a_transaction(kind, seconds):
         time.sleep(seconds)
         _record(kind, "committed")
     return seconds
+
+
+class NotAnError(BaseException):
+    """A BaseException that is not an Exception, as some libraries define for control flow."""
+
+
+BASE_EXCEPTIONS = {
+    "SystemExit": lambda: SystemExit(3),
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "GeneratorExit": GeneratorExit,
+    "NotAnError": lambda: NotAnError("escaped"),
+}
+
+
+@task(max_attempts=2, backoff="immediate")
+def raises_base_exception(kind, name):
+    _record(kind, name)
+    raise BASE_EXCEPTIONS[name]()
+
+
+@task(max_attempts=2, backoff="immediate")
+async def async_raises_base_exception(kind, name):
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(_record)(kind, name)
+    raise BASE_EXCEPTIONS[name]()
+
+
+@task
+def records_start_and_end(kind, seconds):
+    """Record each run's start and end, so a run started twice shows as two starts."""
+    _record(kind, "start")
+    time.sleep(seconds)
+    _record(kind, "end")
+
+
+def unreachable_delay(exception, task_result):
+    """A delay no datetime can hold (about 3e292 years)."""
+    return 1e300
+
+
+@task(max_attempts=3, backoff=unreachable_delay)
+def fails_with_an_unreachable_retry(kind):
+    _record(kind, "attempt")
+    raise RuntimeError("no retry can be scheduled")

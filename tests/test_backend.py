@@ -77,7 +77,7 @@ def test_using_accepts_an_aware_datetime_run_after():
         ),
         (
             {"backoff": {"policy": "fixed", "seconds": -1}},
-            "Backoff seconds is -1; it must be a number of seconds >= 0.",
+            "Backoff seconds is -1; it must be a finite number of seconds >= 0.",
         ),
     ],
 )

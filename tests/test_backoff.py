@@ -17,6 +17,7 @@ from later_django.exceptions import InvalidArgument
 from tests.tasks import retry_only_value_errors
 
 NAMES = "exponential, exponential_jitter, fixed, immediate"
+FINITE = "it must be a finite number of seconds >= 0."
 
 
 def after(attempts: int) -> SimpleNamespace:
@@ -83,6 +84,21 @@ def test_a_negative_delay_from_a_callable_means_at_once():
     assert delay_seconds(lambda exc, result: -1, ERROR, after(1)) == 0.0
 
 
+def never(exception, task_result):
+    return float("inf")
+
+
+def test_an_infinite_or_nan_delay_from_a_callable_is_refused():
+    with pytest.raises(InvalidArgument) as raised:
+        delay_seconds(never, ERROR, after(1))
+    assert str(raised.value) == (
+        f"Backoff policy {never!r} returned inf; it must return a finite number of seconds, "
+        "a timedelta or None."
+    )
+    with pytest.raises(InvalidArgument, match=r" returned nan; it must return a finite number"):
+        delay_seconds(lambda exc, result: float("nan"), ERROR, after(1))
+
+
 BAD = [
     ("linear", f"backoff is 'linear'; it must be one of {NAMES} or a callable."),
     ({"seconds": 1}, f"backoff policy is None; it must be one of {NAMES}."),
@@ -91,10 +107,21 @@ BAD = [
         {"policy": "immediate", "seconds": 1},
         "backoff parameters {'seconds': 1} do not fit 'immediate': ",
     ),
-    ({"policy": "fixed", "seconds": -1}, "Backoff seconds is -1; it must be a number of seconds"),
-    ({"policy": "fixed", "seconds": "5"}, "Backoff seconds is '5'; it must be a number of seconds"),
-    ({"policy": "exponential", "factor": 0.5}, "Backoff factor is 0.5; it must be at least 1."),
-    ({"policy": "exponential", "base": -1}, "Backoff base is -1; it must be a number of seconds"),
+    ({"policy": "fixed", "seconds": -1}, f"Backoff seconds is -1; {FINITE}"),
+    ({"policy": "fixed", "seconds": "5"}, f"Backoff seconds is '5'; {FINITE}"),
+    ({"policy": "fixed", "seconds": float("nan")}, f"Backoff seconds is nan; {FINITE}"),
+    ({"policy": "fixed", "seconds": float("inf")}, f"Backoff seconds is inf; {FINITE}"),
+    (
+        {"policy": "exponential", "factor": 0.5},
+        "Backoff factor is 0.5; it must be a finite number >= 1.",
+    ),
+    (
+        {"policy": "exponential", "factor": float("inf")},
+        "Backoff factor is inf; it must be a finite number >= 1.",
+    ),
+    ({"policy": "exponential", "base": -1}, f"Backoff base is -1; {FINITE}"),
+    ({"policy": "exponential", "base": float("nan")}, f"Backoff base is nan; {FINITE}"),
+    ({"policy": "exponential", "maximum": float("inf")}, f"Backoff maximum is inf; {FINITE}"),
     (3, f"backoff is 3; it must be a policy name ({NAMES}), a dict with a 'policy' key, or a"),
 ]
 

@@ -1,4 +1,4 @@
-"""System checks: later.E001 for LATER_* settings, later.E002-E004/W001 for backend aliases."""
+"""System checks: later.E001 for LATER_* settings, later.E002-E004/W001/W002 for backend aliases."""
 
 from typing import Any
 
@@ -74,7 +74,19 @@ BAD_OPTIONS = [
     ),
     (
         {"backoff": {"policy": "fixed", "seconds": -2}},
-        "Backoff seconds is -2; it must be a number of seconds >= 0.",
+        "Backoff seconds is -2; it must be a finite number of seconds >= 0.",
+    ),
+    (
+        {"backoff": {"policy": "exponential", "maximum": float("inf")}},
+        "Backoff maximum is inf; it must be a finite number of seconds >= 0.",
+    ),
+    (
+        {"lease_seconds": float("inf")},
+        "OPTIONS['lease_seconds'] is inf; " + FROM_1,
+    ),
+    (
+        {"retention_seconds": float("nan")},
+        "OPTIONS['retention_seconds'] is nan; " + FROM_0,
     ),
     (
         {"backoff": {"policy": "fixed", "minutes": 2}},
@@ -155,32 +167,61 @@ def test_sqlite_without_immediate_transactions_is_warning_w001(vendor, monkeypat
 
 
 BAD_SETTINGS = [
-    ("LATER_POLL_INTERVAL", "1", "LATER_POLL_INTERVAL is '1'; it must be int or float of at least"),
+    (
+        "LATER_POLL_INTERVAL",
+        "1",
+        "LATER_POLL_INTERVAL is '1'; it must be a finite number of at least",
+    ),
     (
         "LATER_POLL_INTERVAL",
         0,
-        "LATER_POLL_INTERVAL is 0; it must be int or float of at least 0.01.",
+        "LATER_POLL_INTERVAL is 0; it must be a finite number of at least 0.01.",
     ),
     (
         "LATER_HEARTBEAT_INTERVAL",
         True,
-        "LATER_HEARTBEAT_INTERVAL is True; it must be int or float of at least 0.1.",
+        "LATER_HEARTBEAT_INTERVAL is True; it must be a finite number of at least 0.1.",
     ),
     ("LATER_SWEEP_BATCH", 2.5, "LATER_SWEEP_BATCH is 2.5; it must be int of at least 1."),
     (
         "LATER_VACUUM_INTERVAL",
         0.5,
-        "LATER_VACUUM_INTERVAL is 0.5; it must be int or float or None of at least 1.0.",
+        "LATER_VACUUM_INTERVAL is 0.5; it must be None or a finite number of at least 1.0.",
     ),
     (
         "LATER_WORKER_DEAD_AFTER",
         0.5,
-        "LATER_WORKER_DEAD_AFTER is 0.5; it must be int or float of at least 1.0.",
+        "LATER_WORKER_DEAD_AFTER is 0.5; it must be a finite number of at least 1.0.",
     ),
     (
         "LATER_SWEEP_INTERVAL",
         None,
-        "LATER_SWEEP_INTERVAL is None; it must be int or float of at least 0.1.",
+        "LATER_SWEEP_INTERVAL is None; it must be a finite number of at least 0.1.",
+    ),
+    (
+        "LATER_POLL_INTERVAL",
+        float("nan"),
+        "LATER_POLL_INTERVAL is nan; it must be a finite number of at least 0.01.",
+    ),
+    (
+        "LATER_HEARTBEAT_INTERVAL",
+        float("inf"),
+        "LATER_HEARTBEAT_INTERVAL is inf; it must be a finite number of at least 0.1.",
+    ),
+    (
+        "LATER_WORKER_DEAD_AFTER",
+        float("nan"),
+        "LATER_WORKER_DEAD_AFTER is nan; it must be a finite number of at least 1.0.",
+    ),
+    (
+        "LATER_SWEEP_INTERVAL",
+        float("inf"),
+        "LATER_SWEEP_INTERVAL is inf; it must be a finite number of at least 0.1.",
+    ),
+    (
+        "LATER_VACUUM_INTERVAL",
+        float("inf"),
+        "LATER_VACUUM_INTERVAL is inf; it must be None or a finite number of at least 1.0.",
     ),
     (
         "LATER_PREPARED_STATEMENTS",
@@ -211,4 +252,23 @@ def test_false_is_a_valid_prepared_statements_setting():
 
 def test_none_is_a_valid_vacuum_interval():
     with override_settings(LATER_VACUUM_INTERVAL=None):
+        assert later_messages() == []
+
+
+def test_a_heartbeat_longer_than_a_third_of_the_lease_is_warning_w002():
+    with override_settings(TASKS=tasks_with({"lease_seconds": 3}), LATER_HEARTBEAT_INTERVAL=5):
+        messages = [m for m in run_checks() if m.id == "later.W002"]
+    assert [m.msg for m in messages] == [
+        "LATER_HEARTBEAT_INTERVAL is 5, more than a third of "
+        "TASKS['default']['OPTIONS']['lease_seconds'] (3); workers of 'default' renew their "
+        "leases every 1 seconds instead."
+    ]
+    assert messages[0].hint == (
+        "Set LATER_HEARTBEAT_INTERVAL to at most 1, or lease_seconds to at least 15, so both "
+        "say the same."
+    )
+
+
+def test_a_heartbeat_of_a_third_of_the_lease_passes_every_later_check():
+    with override_settings(TASKS=tasks_with({"lease_seconds": 3}), LATER_HEARTBEAT_INTERVAL=1):
         assert later_messages() == []

@@ -103,7 +103,11 @@ def _call(task: Any, args: list[Any], kwargs: dict[str, Any], timeout: float | N
 
 
 def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
-    """Run a claimed job and return its outcome; never raises for the task's own errors."""
+    """Run a claimed job and return its outcome.
+
+    Never raises for what the task raises, BaseExceptions included: each is the
+    attempt's failure, retried or FAILED by the task's policy.
+    """
     record = item.record
     if record is None:
         assert item.decode_error is not None
@@ -132,9 +136,10 @@ def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
         try:
             value = _call(task, args, record.kwargs, record.timeout)
             value = check_value(value, name="return value", task_path=record.task_path)
-        except (KeyboardInterrupt, SystemExit):
-            raise
         except BaseException as e:  # noqa: BLE001  (whatever the task raised is its outcome)
+            # SystemExit and KeyboardInterrupt too: the worker takes its signals in the
+            # main thread, so in a job's thread they come from the task's own code, and
+            # letting them through would end the thread with the job left running.
             outcome = _failure(item, record, e, backend, worker_id, result)
             object.__setattr__(
                 result,
@@ -174,16 +179,12 @@ def _failure(
         try:
             task = resolve_task(record.task_path)
             delay = delay_seconds(backend.backoff_for(task), exc, replace(result))
+            # Inside the try: a delay too large for a datetime fails the policy, not the job's
+            # outcome, which would then lose the task's own error.
+            retry_at = None if delay is None else now + timedelta(seconds=delay)
         except Exception:
             logger.exception("backoff policy failed for job id=%s; not retrying", record.id)
-            delay = None
-        if delay is not None:
-            return Outcome(
-                item.job_id,
-                item.epoch,
-                RETRY,
-                record,
-                now,
-                retry_at=now + timedelta(seconds=delay),
-            )
+            retry_at = None
+        if retry_at is not None:
+            return Outcome(item.job_id, item.epoch, RETRY, record, now, retry_at=retry_at)
     return Outcome(item.job_id, item.epoch, FAILED, record, now)

@@ -24,7 +24,7 @@ from django.utils import timezone
 from ..backend import LaterBackend
 from ..conf import later_settings
 from ..db import limit_idle_transactions, retrying
-from ..exceptions import InterruptedByTimeout, LaterError
+from ..exceptions import LaterError
 from ..topics import runtime as partitions
 from .claiming import BATCH, Claimed, claim
 from .executing import abandoned_outcome, execute, failed_outcome
@@ -427,9 +427,9 @@ class Worker:
                     self.wake.set()  # the main loop's wait would outlast this deadline
         try:
             return execute(item, self.backend, self.id)
-        except BaseException as e:  # an interrupt that landed outside the task's own code
-            if not isinstance(e, Exception | InterruptedByTimeout):
-                raise
+        except BaseException as e:  # a signal receiver's, or an interrupt that landed late
+            # Signals reach the main thread only, so nothing raised here is a request to
+            # stop the worker; a slot that let it through would die with the job running.
             logger.exception("job id=%s failed outside its task", item.job_id)
             return failed_outcome(item, e, self.id)
 

@@ -1,5 +1,9 @@
 """A worker's background threads: lease renewal with heartbeats, and maintenance duties.
 
+Leases are renewed every ``LATER_HEARTBEAT_INTERVAL``, or every third of the
+backend's ``lease_seconds`` when that is shorter, so no lease lapses while its
+worker is alive.
+
 Both are safe to stop twice or before they start. A duty that fails is logged
 and tried again at its next turn; it never stops the worker.
 """
@@ -123,7 +127,7 @@ class Services:
         self.threads = [
             Periodic(
                 "later-heartbeat",
-                lambda: later_settings.heartbeat_interval,
+                lambda: leases.renewal_interval(later_settings.heartbeat_interval, limit),
                 self.heartbeat,
                 using=w.using,
                 idle_limit=limit,

@@ -65,11 +65,11 @@ def test_a_worker_without_burst_keeps_waiting_for_work(start_worker):
     assert worker.proc.poll() is None
 
 
-def run_command(*args: str) -> subprocess.CompletedProcess[str]:
+def run_command(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "django", "later_worker", *args],
         cwd=ROOT,
-        env=worker_env(),
+        env=worker_env(**env),
         capture_output=True,
         text=True,
         timeout=30,
@@ -99,8 +99,18 @@ def run_command(*args: str) -> subprocess.CompletedProcess[str]:
         ),
         (
             ["--shutdown-timeout", "-1"],
-            "later_worker: error: argument --shutdown-timeout: '-1' is not a number of seconds "
-            ">= 0",
+            "later_worker: error: argument --shutdown-timeout: '-1' is not a finite number of "
+            "seconds >= 0",
+        ),
+        (
+            ["--shutdown-timeout", "nan"],
+            "later_worker: error: argument --shutdown-timeout: 'nan' is not a finite number of "
+            "seconds >= 0",
+        ),
+        (
+            ["--shutdown-timeout", "inf"],
+            "later_worker: error: argument --shutdown-timeout: 'inf' is not a finite number of "
+            "seconds >= 0",
         ),
     ],
 )
@@ -108,6 +118,16 @@ def test_bad_flags_are_refused_with_a_message(args, message):
     completed = run_command(*args)
     assert completed.returncode != 0
     assert message in completed.stderr
+
+
+def test_a_worker_refuses_to_start_with_an_infinite_heartbeat_interval():
+    completed = run_command("--burst", LATER_TEST_HEARTBEAT_INTERVAL="inf")
+    assert completed.returncode == 1, completed.stderr
+    assert "SystemCheckError" in completed.stderr
+    assert (
+        "(later.E001) LATER_HEARTBEAT_INTERVAL is inf; it must be a finite number of at least 0.1."
+        in completed.stderr
+    )
 
 
 BAD_OPTIONS = {

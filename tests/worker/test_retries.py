@@ -115,3 +115,14 @@ def test_a_retry_waiting_for_its_time_is_requeued_and_reads_as_ready(run_burst):
     assert result.status == TaskResultStatus.FAILED
     assert len(result.errors) == 2
     assert Execution.objects.filter(kind="waits").count() == 2
+
+
+def test_a_retry_delay_too_large_for_a_date_fails_the_job_with_the_tasks_own_error(run_burst):
+    result = tasks.fails_with_an_unreachable_retry.enqueue("unreachable")
+    worker = run_burst("--concurrency", "1")
+
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert [e.exception_class_path for e in result.errors] == ["builtins.RuntimeError"]
+    assert "backoff policy failed for job id=" in worker.output()
+    assert Execution.objects.filter(kind="unreachable").count() == 1

@@ -24,13 +24,15 @@ def _positive_int(value: str) -> int:
 
 def _seconds(value: str) -> float:
     import argparse
+    import math
 
     try:
         number = float(value)
     except ValueError:
         number = -1
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds >= 0")
+    # float() accepts "nan" and "inf": a drain that never times out is not a number of seconds.
+    if not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number of seconds >= 0")
     return number
 
 
