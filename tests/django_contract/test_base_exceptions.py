@@ -15,7 +15,6 @@ from tests.django_contract.matching import exactly
 from tests.django_contract.runs import worker_run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.process]
-DEFECT = "defect 1: a BaseException from a task hangs the worker"
 
 
 def enqueue_base_exceptions():
@@ -48,13 +47,11 @@ def assert_failed_with(result, exception, message):
     assert error.traceback.endswith(f"{exception.__name__}: {message}\n")
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT)
 def test_system_exit_from_a_task_fails_the_job(run):
     # Django: tests/tasks/test_immediate_backend.py test_catches_exception (SystemExit)
     assert_failed_with(run.result("system_exit"), SystemExit, "leaving from a task")
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT)
 def test_keyboard_interrupt_from_a_task_fails_the_job(run):
     # Django: tests/tasks/test_immediate_backend.py test_throws_keyboard_interrupt
     # (deliberate difference: there it reaches the caller of enqueue)
@@ -63,20 +60,17 @@ def test_keyboard_interrupt_from_a_task_fails_the_job(run):
     )
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT)
 def test_exit_from_a_task_fails_the_job(run):
     # Django: tests/tasks/tasks.py exit_task
     assert_failed_with(run.result("exit"), SystemExit, "3")
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT)
 def test_the_worker_goes_on_after_a_base_exception(run):
     # Django: tests/tasks/test_immediate_backend.py test_catches_exception (the backend survives)
     assert run.result("after").return_value == 42
     assert run.exit_code == 0, run.output
 
 
-@pytest.mark.xfail(strict=True, reason=DEFECT)
 def test_task_finished_is_sent_for_a_base_exception(run):
     # Django: tests/tasks/test_immediate_backend.py test_catches_exception (the error log)
     assert run.signals_of("system_exit") == [
