@@ -87,6 +87,9 @@ class JobRecord:
     sequence: int | None = None
     cancel_reason: str | None = None
     schedule: str | None = None
+    # Set on a stand-in for a record that could not be decoded: why, and the bytes it replaced.
+    decode_error: str | None = None
+    original_bytes: bytes | None = None
 
     @property
     def worker_ids(self) -> list[str]:

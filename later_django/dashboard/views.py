@@ -217,7 +217,7 @@ def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
     actions = [
         (action, links.url("action", job_id, action))
         for action in STAGE_ACTIONS.get(record.stage, ())
-        if action in allowed
+        if action in allowed and not (action == "retry" and record.decode_error)
     ]
     return page(
         request,
@@ -230,6 +230,7 @@ def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
         args_text=present.pretty(record.args),
         kwargs_text=present.pretty(record.kwargs),
         return_text=present.pretty(record.return_value),
+        stored_bytes=present.hex_preview(record.record.original_bytes),
         stage_url=links.jobs(record.stage),
         parent_url=links.job(record.parent_id) if record.parent_id else None,
         schedule_url=(
