@@ -155,9 +155,7 @@ def test_stored_values_are_escaped_on_every_page_that_shows_them(
     )
     later_django.schedule("evil", "@daily", tasks.record, payload, note=payload)
     # Identifiers and task paths are checked when scheduling; a row written otherwise is not.
-    Schedule.objects.filter(identifier="evil").update(
-        identifier=payload, task_path=payload, origin=payload
-    )
+    Schedule.objects.filter(identifier="evil").update(identifier=payload, task_path=payload)
     LogConsumerOffset.objects.create(
         namespace=NAMESPACE,
         group=payload,
