@@ -1,8 +1,11 @@
 """Jobs that cannot run (task gone, stored bytes corrupt) fail; the worker carries on."""
 
 import pytest
+from django.contrib.auth.models import User
 from django.tasks import TaskResultStatus, default_task_backend
 from django.tasks.exceptions import TaskResultDoesNotExist
+from django.test import Client
+from django.urls import reverse
 
 from later_django.exceptions import LaterError
 from later_django.jobs import get_job
@@ -122,6 +125,11 @@ def test_jobs_whose_stored_bytes_cannot_be_decoded_fail_with_the_decode_error(ru
         assert last.endswith("it must be a msgpack map written by later_django.")
     assert f" failed={len(CORRUPT)} " in worker.output()
     assert "Traceback" not in worker.output()
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("admin", password="pw"))
+    page = admin.get(reverse("admin:later_dashboard_job", args=[broken[0]])).content.decode()
+    assert "This job's stored record cannot be decoded: Stored record of job" in page
+    assert "<code>later_django.exceptions.PayloadDecodeError</code>" in page
 
 
 def test_a_queued_job_whose_record_was_deleted_fails_without_stopping_the_worker(run_burst):
