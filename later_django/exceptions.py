@@ -39,6 +39,10 @@ class InvalidTransition(LaterError):
     """A job is not in a stage that allows the requested change."""
 
 
+class UndecodableJob(InvalidTransition, PayloadDecodeError):
+    """A job whose stored record cannot be decoded was asked to do what needs the record."""
+
+
 class TaskTimeout(LaterError):
     """A task ran longer than its timeout."""
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from . import continuations
 from .backend import LaterBackend
 from .db import write_transaction
-from .exceptions import InvalidTransition, JobNotFound
+from .exceptions import InvalidTransition, JobNotFound, UndecodableJob
 from .models import DeliveryCommand, JobIndexRow, StorageValue
 from .records import ErrorEntry, JobRecord, from_micros, job_key
 from .results import load_record
@@ -63,9 +63,15 @@ class JobView:
     parent_id: str | None
     cancel_reason: str | None
     record: JobRecord
+    decode_error: str | None = None  # why the stored record could not be read, if it could not
 
 
 def get_job(job_id: str, *, namespace: str) -> JobView:
+    """Describe one unexpired job; raise JobNotFound if there is none.
+
+    A job whose stored record cannot be decoded is described from its index
+    row, with ``decode_error`` saying why; its arguments read as empty.
+    """
     backend = backend_for(namespace)
     found = load_record(namespace, job_id, using=backend.database)
     if found is None:
@@ -79,6 +85,8 @@ def get_job(job_id: str, *, namespace: str) -> JobView:
         if attempt.outcome:
             history.append((attempt.outcome, from_micros(attempt.finished_at)))
     history.append((f"now {row.stage}", row.transitioned_at))
+    if record.decode_error is not None:
+        return _from_index(row, record, history)
     return JobView(
         id=record.id,
         task_path=record.task_path,
@@ -103,6 +111,38 @@ def get_job(job_id: str, *, namespace: str) -> JobView:
         parent_id=record.parent_id,
         cancel_reason=record.cancel_reason,
         record=record,
+    )
+
+
+def _from_index(
+    row: JobIndexRow, record: JobRecord, history: list[tuple[str, datetime | None]]
+) -> JobView:
+    """A job whose record is a stand-in: the attempts and workers the index row counted."""
+    return JobView(
+        id=row.job_id,
+        task_path=row.task_path,
+        args=[],
+        kwargs={},
+        queue_name=row.queue_name,
+        priority=row.priority,
+        stage=row.stage,
+        attempts=row.attempts,
+        max_attempts=record.max_attempts,
+        enqueued_at=row.enqueued_at,
+        run_after=None,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        worker_ids=[row.worker_id] if row.worker_id else record.worker_ids,
+        errors=record.errors,
+        return_value=None,
+        history=history,
+        topic=row.topic,
+        partition=row.partition,
+        sequence=row.sequence,
+        parent_id=row.parent_job_id,
+        cancel_reason=record.cancel_reason,
+        record=record,
+        decode_error=record.decode_error,
     )
 
 
@@ -132,11 +172,20 @@ def _save_record(namespace: str, record: JobRecord, using: str, expire: datetime
 
 
 def retry_job(job_id: str, *, namespace: str) -> None:
-    """Run a failed or cancelled job again, granting it one more attempt."""
+    """Run a failed or cancelled job again, granting it one more attempt.
+
+    Raises UndecodableJob for a job whose stored record cannot be decoded: its
+    arguments are lost, so running it again could only call the task wrongly.
+    """
     backend = backend_for(namespace)
     using = backend.database
     with write_transaction(using):
         found = load_record(namespace, job_id, using=using)
+        if found is not None and found[0].stage in RETRYABLE and found[1].decode_error:
+            raise UndecodableJob(
+                f"Job {job_id!r} cannot be retried because its arguments are lost: "
+                f"{found[1].decode_error} Delete it and enqueue the call again."
+            )
         stage = "enqueued"
         if found is not None and found[0].stage in RETRYABLE and found[1].parent_id is not None:
             stage = continuations.stage_on_retry(namespace, found[1], using=using)
@@ -188,7 +237,11 @@ def retry_job(job_id: str, *, namespace: str) -> None:
 
 
 def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> None:
-    """Cancel a job that has not started; it ends ``cancelled`` with ``reason`` kept."""
+    """Cancel a job that has not started; it ends ``cancelled`` with ``reason`` kept.
+
+    A record that cannot be decoded is replaced by its stand-in (which keeps
+    the stored bytes), so the cancellation and its reason are recorded too.
+    """
     backend = backend_for(namespace)
     using = backend.database
     with write_transaction(using) as cursor:

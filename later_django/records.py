@@ -87,6 +87,9 @@ class JobRecord:
     sequence: int | None = None
     cancel_reason: str | None = None
     schedule: str | None = None
+    # Set on a stand-in for a record that could not be decoded: why, and the bytes it replaced.
+    decode_error: str | None = None
+    original_bytes: bytes | None = None
 
     @property
     def worker_ids(self) -> list[str]:
@@ -95,7 +98,10 @@ class JobRecord:
     def encode(self) -> bytes:
         # A hand-built dict: dataclasses.asdict deep-copies every value and was the
         # costliest step of storing an outcome.
-        data = {name: getattr(self, name) for name in _RECORD_FIELDS}
+        data = {name: getattr(self, name) for name in _ALWAYS_ENCODED}
+        if self.decode_error is not None:  # only stand-ins carry these; others stay as small
+            data["decode_error"] = self.decode_error
+            data["original_bytes"] = self.original_bytes
         data["attempts"] = [a.__dict__ for a in self.attempts]
         data["errors"] = [e.__dict__ for e in self.errors]
         data["v"] = RECORD_VERSION
@@ -122,6 +128,7 @@ class JobRecord:
 
 _RECORD_FIELDS = tuple(JobRecord.__dataclass_fields__)
 _RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
+_ALWAYS_ENCODED = tuple(f for f in _RECORD_FIELDS if f not in ("decode_error", "original_bytes"))
 
 
 def pack(value: Any, *, what: str) -> bytes:

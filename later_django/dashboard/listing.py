@@ -21,6 +21,7 @@ QUEUE_SCAN_LIMIT = 5000
 CONTINUATION_LIMIT = 50
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CURSOR_RE = re.compile(r"^(-?\d{1,20})\.(\d{1,20})$")
+ROW_ID_MAX = 2**63 - 1  # a 64-bit primary key; PostgreSQL refuses a larger bound
 ORDER = ("-transitioned_at", "-id")
 
 
@@ -48,6 +49,8 @@ class Cursor:
                 "by the page's own links."
             )
         micros, row_id = (int(part) for part in match.groups())
+        if row_id > ROW_ID_MAX:
+            raise BadCursor(f"Cursor {text!r} names a row id out of range.")
         try:
             moment = EPOCH + timedelta(microseconds=micros)
         except OverflowError as e:

@@ -17,6 +17,18 @@ def pretty(value: Any) -> str:
         return repr(value)
 
 
+HEX_PREVIEW_BYTES = 64
+
+
+def hex_preview(raw: bytes | None) -> str:
+    """The first bytes of an undecodable record as hex, with the total length."""
+    if raw is None:
+        return ""
+    shown = raw[:HEX_PREVIEW_BYTES].hex(" ")
+    more = " …" if len(raw) > HEX_PREVIEW_BYTES else ""
+    return f"{len(raw)} bytes: {shown}{more}"
+
+
 CALL_LENGTH = 120
 
 

@@ -11,7 +11,7 @@ from urllib.parse import quote
 from django.contrib import messages
 from django.contrib.admin import AdminSite
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -37,6 +37,7 @@ STAGE_ACTIONS: dict[str, tuple[str, ...]] = {
 }
 FILTER_LENGTH = 255
 REFRESH_SECONDS = 5
+SEQUENCE_MAX = 2**63 - 1
 
 View = Callable[..., HttpResponse]
 
@@ -61,6 +62,8 @@ def page(
     scope: Scope,
     template: str,
     title: str,
+    *,
+    status: int = 200,
     **extra: Any,
 ) -> TemplateResponse:
     links = Links(site, scope)
@@ -75,7 +78,27 @@ def page(
         "app_label": "later",
         **extra,
     }
-    return TemplateResponse(request, f"later/dashboard/{template}", context)
+    return TemplateResponse(request, f"later/dashboard/{template}", context, status=status)
+
+
+def bad_request(
+    request: HttpRequest, site: AdminSite, scope: Scope, message: str, back_url: str
+) -> TemplateResponse:
+    """Answer 400 with ``message`` on an ordinary dashboard page.
+
+    Messages quote what the request sent, so they go through the template's
+    autoescaping like every other value, never straight into the response.
+    """
+    return page(
+        request,
+        site,
+        scope,
+        "bad_request.html",
+        "Bad request",
+        status=400,
+        message=message,
+        back_url=back_url,
+    )
 
 
 def overview_context(site: AdminSite, scope: Scope) -> dict[str, Any]:
@@ -148,7 +171,7 @@ def jobs(request: HttpRequest, site: AdminSite, stage: str) -> HttpResponse:
     try:
         after = listing.Cursor.parse(request.GET["after"]) if request.GET.get("after") else None
     except listing.BadCursor as e:
-        return HttpResponseBadRequest(str(e))
+        return bad_request(request, site, scope, str(e), links.jobs(stage))
     now = timezone.now()
     found = listing.jobs_by_stage(scope, stage, now, task=task, queue=queue, after=after)
     counts = overview_reads.stage_counts(scope)
@@ -194,7 +217,7 @@ def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
     actions = [
         (action, links.url("action", job_id, action))
         for action in STAGE_ACTIONS.get(record.stage, ())
-        if action in allowed
+        if action in allowed and not (action == "retry" and record.decode_error)
     ]
     return page(
         request,
@@ -207,6 +230,7 @@ def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
         args_text=present.pretty(record.args),
         kwargs_text=present.pretty(record.kwargs),
         return_text=present.pretty(record.return_value),
+        stored_bytes=present.hex_preview(record.record.original_bytes),
         stage_url=links.jobs(record.stage),
         parent_url=links.job(record.parent_id) if record.parent_id else None,
         schedule_url=(
@@ -283,7 +307,13 @@ def topic_detail(request: HttpRequest, site: AdminSite, topic: str) -> HttpRespo
     try:
         start = max(int(request.GET.get("from", "0")), 0)
     except ValueError:
-        return HttpResponseBadRequest("'from' must be a partition number.")
+        return bad_request(
+            request,
+            site,
+            scope,
+            f"'from' is {request.GET['from']!r}; it must be a partition number.",
+            links.url("topic", topic),
+        )
     now = timezone.now()
     rows = topics.partitions(scope, found, start, now)
     step = topics.PARTITION_PAGE
@@ -323,8 +353,17 @@ def partition_detail(
         raise Http404(f"Topic {topic!r} has no partition {partition} in {scope.namespace!r}.")
     try:
         below = int(request.GET["below"]) if request.GET.get("below") else None
+        if below is not None and not 0 <= below <= SEQUENCE_MAX:
+            raise ValueError(below)  # the column is a 64-bit integer
     except ValueError:
-        return HttpResponseBadRequest("'below' must be a sequence number.")
+        return bad_request(
+            request,
+            site,
+            scope,
+            f"'below' is {request.GET['below']!r}; it must be a sequence number from 0 to "
+            f"{SEQUENCE_MAX}.",
+            links.url("partition", topic, partition),
+        )
     rows, following = listing.partition_jobs(scope, topic, partition, below=below)
     return page(
         request,

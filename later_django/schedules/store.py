@@ -9,6 +9,7 @@ repeats an occurrence.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,8 +18,11 @@ import msgpack
 from django.utils import timezone
 
 from ..db import connection_for, from_db, to_db, write_transaction
+from ..exceptions import PayloadDecodeError
 from .cron import next_run, project_zone
 from .definitions import Definition
+
+logger = logging.getLogger(__name__)
 
 COLUMNS = (
     "identifier, cron, time_zone, task_path, payload, sequential, origin, next_run_at, "
@@ -62,11 +66,43 @@ class ScheduleInfo:
     next_run_at: datetime
     last_run_at: datetime | None
     last_job_id: str | None
+    # Why the stored call cannot be read; its args, kwargs, queue and priority are then blank.
+    error: str | None = None
 
 
-def info(row: tuple) -> ScheduleInfo:
+PAYLOAD_KEYS = {"args": list, "kwargs": dict, "queue_name": str, "priority": int}
+
+
+def decode_payload(identifier: str, payload: Any) -> dict[str, Any]:
+    """The stored call of a schedule; raise PayloadDecodeError naming the schedule if bad."""
+    try:
+        data = msgpack.unpackb(bytes(payload), raw=False)
+        if not isinstance(data, dict):
+            raise TypeError(f"expected a map, got {type(data).__name__}")
+        for key, kind in PAYLOAD_KEYS.items():
+            if not isinstance(data.get(key), kind):
+                raise TypeError(f"{key!r} is {data.get(key)!r}, not a {kind.__name__}")
+    except Exception as e:
+        # msgpack raises some errors (FormatError) with no message at all.
+        cause = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        raise PayloadDecodeError(
+            f"Stored call of schedule {identifier!r} cannot be decoded ({cause}); it must be a "
+            "msgpack map of args, kwargs, queue_name and priority. Schedule it again to "
+            "replace it, or unschedule it."
+        ) from e
+    return data
+
+
+def info(row: tuple, *, broken: bool = False) -> ScheduleInfo:
+    """A schedule from its row; with ``broken`` an unreadable call is marked, not raised."""
     identifier, cron, zone, task_path, payload, sequential, origin, next_at, last_at, last_id = row
-    data = msgpack.unpackb(bytes(payload), raw=False)
+    error = None
+    try:
+        data = decode_payload(identifier, payload)
+    except PayloadDecodeError as e:
+        if not broken:
+            raise
+        data, error = {"args": [], "kwargs": {}, "queue_name": "", "priority": 0}, str(e)
     next_run_at = from_db(next_at)
     assert next_run_at is not None
     return ScheduleInfo(
@@ -83,6 +119,7 @@ def info(row: tuple) -> ScheduleInfo:
         next_run_at=next_run_at,
         last_run_at=from_db(last_at),
         last_job_id=last_id,
+        error=error,
     )
 
 
@@ -144,11 +181,21 @@ def remove(namespace: str, identifier: str, *, using: str) -> bool:
 
 
 def read_all(namespace: str, *, using: str, limit: int | None = None) -> list[ScheduleInfo]:
-    """The namespace's schedules by identifier; the first ``limit`` of them if given."""
+    """The namespace's schedules by identifier; the first ``limit`` of them if given.
+
+    Each schedule whose stored call cannot be decoded is included with
+    ``error`` set (and logged), so one bad row never hides the others.
+    """
     with connection_for(using).cursor() as cursor:
         cursor.execute(
             f"SELECT {COLUMNS} FROM later_schedule WHERE namespace = %s ORDER BY identifier"
             + (" LIMIT %s" if limit is not None else ""),
             [namespace] if limit is None else [namespace, limit],
         )
-        return [info(row) for row in cursor.fetchall()]
+        found = [info(row, broken=True) for row in cursor.fetchall()]
+    for schedule in found:
+        if schedule.error is not None:
+            logger.error(
+                "schedule identifier=%s unreadable: %s", schedule.identifier, schedule.error
+            )
+    return found

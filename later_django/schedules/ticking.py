@@ -22,7 +22,6 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import msgpack
 from django.db import DatabaseError, transaction
 from django.tasks import TaskResult
 from django.utils import timezone
@@ -34,7 +33,7 @@ from ..results import resolve_task
 from . import SCHEDULES_TOPIC
 from .cron import next_run
 from .definitions import declared
-from .store import replace_declared
+from .store import decode_payload, replace_declared
 
 if TYPE_CHECKING:
     from ..backend import LaterBackend
@@ -163,7 +162,7 @@ def _enqueue(
     sequential: bool,
     due: Any,
 ) -> str:
-    data = msgpack.unpackb(bytes(payload), raw=False)
+    data = decode_payload(identifier, payload)
     task = resolve_task(task_path).using(
         queue_name=data["queue_name"],
         priority=data["priority"],

@@ -48,6 +48,7 @@ class Claimed:
     owner: str = ""
     previous_owner: str | None = None  # holder of a lease that lapsed without an outcome
     raw: bytes | None = field(default=None, repr=False)  # the stored record, until load()
+    undecodable: bytes | None = field(default=None, repr=False)  # what load() could not decode
 
     def load(self) -> None:
         """Decode the stored record, once, and add this claim's attempt to it.
@@ -61,7 +62,7 @@ class Claimed:
         try:
             record = JobRecord.decode(raw, job_id=self.job_id)
         except PayloadDecodeError as e:
-            self.decode_error = e
+            self.decode_error, self.undecodable = e, raw
             return
         started = to_micros(self.claimed_at) or 0
         if self.previous_owner is not None:

@@ -18,9 +18,10 @@ from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 
 from ..backoff import delay_seconds
-from ..exceptions import LaterError, TaskTimeout
-from ..records import ErrorEntry, JobRecord, check_value, to_micros
-from ..results import build_result, resolve_task
+from ..exceptions import LaterError, TaskTimeout, UndecodableJob
+from ..models import JobIndexRow
+from ..records import Attempt, ErrorEntry, JobRecord, check_value, to_micros
+from ..results import build_result, resolve_task, stand_in
 from ..topics.context import context_for
 from .claiming import LOST_ATTEMPTS_LIMIT, Claimed
 from .outcomes import FAILED, RETRY, SUCCESS, Outcome
@@ -57,6 +58,28 @@ def failed_outcome(item: Claimed, exc: BaseException, worker_id: str) -> Outcome
             record.attempts[-1].outcome = "error"
             record.attempts[-1].finished_at = to_micros(timezone.now())
     return Outcome(item.job_id, item.epoch, FAILED, record, timezone.now())
+
+
+def undecodable_outcome(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
+    """Fail a job whose stored record cannot be decoded, keeping the reason as its error.
+
+    The outcome carries a stand-in record built from the index row (the
+    stored bytes go with it), so the failure is stored like any other; a job
+    with no stored record at all has nowhere to keep it.
+    """
+    assert item.decode_error is not None
+    if item.undecodable is not None:
+        close_old_connections()
+        row = (
+            JobIndexRow.objects.using(backend.database)
+            .filter(namespace=backend.namespace, job_id=item.job_id)
+            .first()
+        )
+        if row is not None:
+            item.record = stand_in(row, item.undecodable, item.decode_error)
+            started = to_micros(item.claimed_at) or 0
+            item.record.attempts.append(Attempt(worker_id=item.owner, started_at=started))
+    return failed_outcome(item, item.decode_error, worker_id)
 
 
 def abandoned_outcome(
@@ -110,8 +133,14 @@ def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
     """
     record = item.record
     if record is None:
-        assert item.decode_error is not None
-        return failed_outcome(item, item.decode_error, worker_id)
+        return undecodable_outcome(item, backend, worker_id)
+    if record.decode_error is not None:
+        # A stand-in kept after a decode failure: its arguments are lost, so never run it.
+        return failed_outcome(
+            item,
+            UndecodableJob(f"Job {record.id!r} cannot run again: {record.decode_error}"),
+            worker_id,
+        )
     lost = sum(1 for a in record.attempts if a.outcome == "lost")
     if lost >= LOST_ATTEMPTS_LIMIT:
         return failed_outcome(

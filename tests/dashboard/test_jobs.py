@@ -121,7 +121,7 @@ def test_an_unknown_stage_is_not_found(viewer_client):
 def test_a_forged_cursor_is_a_bad_request(viewer_client):
     response = viewer_client.get(FAILED, {"after": "1;DROP TABLE"})
     assert response.status_code == 400
-    assert b"'<microseconds>.<row id>'" in response.content
+    assert b"&#x27;&lt;microseconds&gt;.&lt;row id&gt;&#x27;" in response.content
 
 
 def test_cursor_text_round_trips_to_the_microsecond():

@@ -75,6 +75,23 @@ def test_a_schedule_whose_task_is_gone_skips_the_occurrence_and_moves_on(caplog)
     assert not JobIndexRow.objects.exists()
 
 
+def test_a_schedule_whose_stored_call_is_corrupt_is_skipped_and_the_others_fire(caplog):
+    later_django.schedule("broken", "* * * * *", tasks.noop)
+    later_django.schedule("fine", "* * * * *", tasks.noop)
+    due = make_due("broken")
+    make_due("fine")
+    Schedule.objects.filter(identifier="broken").update(payload=b"\xc1\xff")
+    with caplog.at_level(logging.ERROR, logger="later_django.schedules.ticking"):
+        [job_id] = run_due(default_task_backend)
+    assert get_job(job_id, namespace="tests").record.schedule == "fine"
+    assert f"schedule identifier=broken could not enqueue its occurrence due={due}" in caplog.text
+    assert "Stored call of schedule 'broken' cannot be decoded (FormatError)" in caplog.text
+    broken, fine = later_django.list_schedules()
+    assert broken.next_run_at > timezone.now()
+    assert broken.error is not None
+    assert fine.error is None
+
+
 def test_a_plain_schedule_fires_even_while_its_previous_occurrence_runs():
     later_django.schedule("overlapping", "* * * * *", tasks.noop)
     make_due("overlapping")

@@ -1,15 +1,19 @@
 """Jobs that cannot run (task gone, stored bytes corrupt) fail; the worker carries on."""
 
 import pytest
-from django.tasks import default_task_backend
+from django.contrib.auth.models import User
+from django.tasks import TaskResultStatus, default_task_backend
 from django.tasks.exceptions import TaskResultDoesNotExist
+from django.test import Client
+from django.urls import reverse
 
-from later_django.exceptions import LaterError, PayloadDecodeError
+from later_django.exceptions import LaterError
 from later_django.jobs import get_job
 from later_django.models import JobIndexRow, StorageValue
 from later_django.records import JobRecord
 from tests import tasks
 from tests.models import Execution
+from tests.topics import tasks as topic_tasks
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
 
@@ -84,7 +88,7 @@ CORRUPT = [
 ]
 
 
-def test_jobs_whose_stored_bytes_cannot_be_decoded_fail_and_others_still_run(run_burst):
+def test_jobs_whose_stored_bytes_cannot_be_decoded_fail_with_the_decode_error(run_burst):
     ids = good_jobs(0)
     broken = []
     for stored, _ in CORRUPT:
@@ -95,20 +99,37 @@ def test_jobs_whose_stored_bytes_cannot_be_decoded_fail_and_others_still_run(run
     worker = run_burst("--concurrency", "1")
 
     assert_good_jobs_ran(ids)
-    for job_id, (_, cause) in zip(broken, CORRUPT, strict=True):
+    for job_id, (stored, cause) in zip(broken, CORRUPT, strict=True):
         row = JobIndexRow.objects.get(job_id=job_id)
         assert row.stage == "failed"
-        # The undecodable record keeps its bytes but expires with its index row.
-        assert StorageValue.objects.get(key=f"job:{job_id}").date_expire == row.date_expire
         assert row.date_expire is not None
-        with pytest.raises(PayloadDecodeError) as raised:
-            default_task_backend.get_result(job_id)
-        assert str(raised.value).startswith(
-            f"Stored record of job {job_id!r} cannot be decoded {cause}"
+        # The stand-in record that now holds the error expires with its index row.
+        kept = StorageValue.objects.get(key=f"job:{job_id}")
+        assert kept.date_expire == row.date_expire
+        record = JobRecord.decode(bytes(kept.value), job_id=job_id)
+        assert record.original_bytes == stored
+        assert record.decode_error.startswith(f"Stored record of job {job_id!r} cannot be decoded")
+
+        result = default_task_backend.get_result(job_id)
+        assert result.status == TaskResultStatus.FAILED
+        assert result.task.module_path == "tests.tasks.record"
+        assert [a.worker_id for a in record.attempts] == result.worker_ids
+        assert len(result.worker_ids) == 1
+        [error] = result.errors
+        assert error.exception_class_path == "later_django.exceptions.PayloadDecodeError"
+        last = error.traceback.rstrip("\n").splitlines()[-1]
+        assert last.startswith(
+            f"later_django.exceptions.PayloadDecodeError: Stored record of job {job_id!r} "
+            f"cannot be decoded {cause}"
         )
-        assert str(raised.value).endswith("it must be a msgpack map written by later_django.")
+        assert last.endswith("it must be a msgpack map written by later_django.")
     assert f" failed={len(CORRUPT)} " in worker.output()
     assert "Traceback" not in worker.output()
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("admin", password="pw"))
+    page = admin.get(reverse("admin:later_dashboard_job", args=[broken[0]])).content.decode()
+    assert "This job's stored record cannot be decoded: Stored record of job" in page
+    assert "<code>later_django.exceptions.PayloadDecodeError</code>" in page
 
 
 def test_a_queued_job_whose_record_was_deleted_fails_without_stopping_the_worker(run_burst):
@@ -123,3 +144,19 @@ def test_a_queued_job_whose_record_was_deleted_fails_without_stopping_the_worker
     assert " failed=1 " in worker.output()
     with pytest.raises(TaskResultDoesNotExist):
         default_task_backend.get_result(broken.id)
+
+
+def test_an_ordered_job_that_cannot_be_decoded_fails_and_its_partition_moves_on(run_burst):
+    first = topic_tasks.step.using(partition_key="k").enqueue("k", 1)
+    then = topic_tasks.step.using(partition_key="k").enqueue("k", 2)
+    StorageValue.objects.filter(key=f"job:{first.id}").update(value=b"\xc1\xff")
+    run_burst("--concurrency", "1")
+
+    broken = default_task_backend.get_result(first.id)
+    assert broken.status == TaskResultStatus.FAILED
+    [error] = broken.errors
+    assert error.exception_class_path == "later_django.exceptions.PayloadDecodeError"
+    view = get_job(first.id, namespace="tests")
+    assert (view.topic, view.sequence, len(view.errors)) == ("orders", 1, 1)
+    assert view.decode_error is not None
+    assert default_task_backend.get_result(then.id).status == TaskResultStatus.SUCCESSFUL
