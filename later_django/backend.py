@@ -158,8 +158,9 @@ class LaterBackend(BaseTaskBackend):
         return errors
 
     def validate_task(self, task: Task) -> None:
-        # Django's own messages name neither the bad value nor what is allowed, and a
-        # non-numeric priority or non-datetime run_after would crash its comparisons.
+        # Each message starts with Django's own sentence, so code matching its wording
+        # still matches; ours then names the bad value. A non-numeric priority or a
+        # non-datetime run_after would crash Django's comparisons, so they come first.
         priority = task.priority
         if (
             isinstance(priority, bool)
@@ -167,13 +168,14 @@ class LaterBackend(BaseTaskBackend):
             or not TASK_MIN_PRIORITY <= priority <= TASK_MAX_PRIORITY
         ):
             raise InvalidTask(
-                f"priority is {priority!r}; it must be a whole number from -100 to 100 "
-                "(higher runs first)."
+                f"priority must be a whole number between {TASK_MIN_PRIORITY} and "
+                f"{TASK_MAX_PRIORITY}. It is {priority!r}; higher runs first."
             )
         if self.queues and task.queue_name not in self.queues:
             raise InvalidTask(
-                f"queue_name is {task.queue_name!r}; it must be one of the QUEUES of task "
-                f"backend {self.alias!r}: {', '.join(sorted(self.queues))}."
+                f"Queue '{task.queue_name}' is not valid for backend. queue_name is "
+                f"{task.queue_name!r}; it must be one of the QUEUES of task backend "
+                f"{self.alias!r}: {', '.join(sorted(self.queues))}."
             )
         if task.run_after is not None:
             if not isinstance(task.run_after, datetime):
@@ -183,8 +185,8 @@ class LaterBackend(BaseTaskBackend):
                 )
             if settings.USE_TZ and timezone.is_naive(task.run_after):
                 raise InvalidTask(
-                    f"run_after is {task.run_after!r}, a naive datetime; with USE_TZ = True "
-                    "it must be an aware datetime or a timedelta from now."
+                    f"run_after must be an aware datetime. It is {task.run_after!r}, a naive "
+                    "datetime; with USE_TZ = True use an aware datetime or a timedelta from now."
                 )
         super().validate_task(task)
         if not isinstance(task, LaterTask):

@@ -11,8 +11,12 @@ class InvalidArgument(LaterError, ValueError):
     """A value given to later_django is not one it accepts."""
 
 
-class SerializationError(InvalidArgument):
-    """Task arguments or a return value cannot be stored."""
+class SerializationError(InvalidArgument, TypeError):
+    """Task arguments or a return value cannot be stored.
+
+    A TypeError as well, as Django's own backends raise for values JSON cannot
+    carry, so code written for them catches it.
+    """
 
 
 class PayloadDecodeError(LaterError):
