@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +21,7 @@ from . import backoff as backoff_module
 from . import options as options_module
 from .continuations import insert_continuations
 from .enqueue import NewJob, insert_jobs
-from .exceptions import InvalidArgument
+from .exceptions import InvalidArgument, InvalidCall
 from .records import JobRecord, check_arguments, new_job_id, to_micros
 from .results import load_result
 from .topics.enqueueing import insert_with_partitions, route_fields, validate_routing
@@ -84,6 +84,36 @@ class LaterTask(Task):
         backend = self.get_backend()
         assert isinstance(backend, LaterBackend)
         return backend.enqueue_many(self, calls)
+
+
+def check_call(number: int, call: Any) -> tuple[Sequence[Any], Mapping[str, Any]]:
+    """Return the ``(args, kwargs)`` of ``calls[number]``, or raise InvalidCall naming it.
+
+    ``task.enqueue(*args, **kwargs)`` can only pass a tuple and a dict of str keys; a
+    bulk call is held to the same shape, so a string is not split into letters and a
+    bad key is refused now rather than when the job runs.
+    """
+    where = f"enqueue_many: calls[{number}]"
+    if not isinstance(call, tuple) or len(call) != 2:
+        raise InvalidCall(f"{where} is {call!r}; it must be an (args, kwargs) tuple.")
+    args, kwargs = call
+    if not isinstance(args, list | tuple):
+        raise InvalidCall(
+            f"{where} has args {args!r} of type {type(args).__name__}; args must be a list or "
+            "tuple (use () for none)."
+        )
+    if not isinstance(kwargs, Mapping):
+        raise InvalidCall(
+            f"{where} has kwargs {kwargs!r} of type {type(kwargs).__name__}; kwargs must be a "
+            "dict (use {} for none)."
+        )
+    for key in kwargs:
+        if not isinstance(key, str):
+            raise InvalidCall(
+                f"{where} has the keyword {key!r} of type {type(key).__name__}; keyword names "
+                "must be str."
+            )
+    return args, kwargs
 
 
 class LaterBackend(BaseTaskBackend):
@@ -218,7 +248,7 @@ class LaterBackend(BaseTaskBackend):
             return backoff_module.resolve(task.backoff)
         return self.later.backoff
 
-    def _new_job(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> NewJob:
+    def _new_job(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> NewJob:
         """A job for ``task`` called with ``args``/``kwargs``; the caller validated ``task``."""
         if self.options_error is not None:
             raise self.options_error
@@ -294,11 +324,8 @@ class LaterBackend(BaseTaskBackend):
         jobs = []
         self.validate_task(task)  # once: every call shares the task and its options
         for number, call in enumerate(calls):
-            if not isinstance(call, tuple) or len(call) != 2:
-                raise InvalidArgument(
-                    f"Call #{number} is {call!r}; each call must be an (args, kwargs) tuple."
-                )
-            jobs.append(self._new_job(task, call[0], call[1]))
+            args, kwargs = check_call(number, call)
+            jobs.append(self._new_job(task, args, kwargs))
         self._insert(jobs)
         return [self._result_for(task, job) for job in jobs]
 

@@ -19,6 +19,10 @@ class SerializationError(InvalidArgument, TypeError):
     """
 
 
+class InvalidCall(InvalidArgument, TypeError):
+    """A call given to ``enqueue_many`` is not an (args, kwargs) pair of the accepted types."""
+
+
 class PayloadDecodeError(LaterError):
     """Stored bytes could not be decoded into a job record."""
 

@@ -3,6 +3,7 @@
 import re
 from copy import copy
 from datetime import datetime, timedelta
+from types import MappingProxyType
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -13,7 +14,7 @@ from django.tasks.exceptions import InvalidTask
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
-from later_django.exceptions import InvalidArgument, SerializationError
+from later_django.exceptions import InvalidArgument, InvalidCall, LaterError, SerializationError
 from later_django.models import DeliveryCommand, JobIndexRow, StorageValue
 from later_django.records import JobRecord
 from tests import tasks
@@ -313,6 +314,55 @@ def test_enqueue_many_with_one_bad_call_stores_none_of_them():
     with pytest.raises(InvalidArgument) as raised:
         tasks.add.enqueue_many([((1, 2), {}), [(1, 2), {}]])
     assert str(raised.value) == (
-        "Call #1 is [(1, 2), {}]; each call must be an (args, kwargs) tuple."
+        "enqueue_many: calls[1] is [(1, 2), {}]; it must be an (args, kwargs) tuple."
     )
     assert later_row_counts() == before
+
+
+@pytest.mark.parametrize(
+    ("bad_call", "message"),
+    [
+        (
+            ("ab", {}),
+            "enqueue_many: calls[2] has args 'ab' of type str; args must be a list or tuple "
+            "(use () for none).",
+        ),
+        (
+            ({1, 2}, {}),
+            "enqueue_many: calls[2] has args {1, 2} of type set; args must be a list or tuple "
+            "(use () for none).",
+        ),
+        (
+            ((1, 2), None),
+            "enqueue_many: calls[2] has kwargs None of type NoneType; kwargs must be a dict "
+            "(use {} for none).",
+        ),
+        (
+            ((1,), [("b", 2)]),
+            "enqueue_many: calls[2] has kwargs [('b', 2)] of type list; kwargs must be a dict "
+            "(use {} for none).",
+        ),
+        (
+            ((), {"a": 1, 1: 2}),
+            "enqueue_many: calls[2] has the keyword 1 of type int; keyword names must be str.",
+        ),
+        (((1, 2),), "enqueue_many: calls[2] is ((1, 2),); it must be an (args, kwargs) tuple."),
+    ],
+)
+def test_enqueue_many_refuses_a_call_of_the_wrong_shape_and_stores_no_call(bad_call, message):
+    before = later_row_counts()
+    calls = [((1, 2), {}), ([3], {"b": 4}), bad_call, ((5, 6), {})]
+    with pytest.raises(InvalidCall) as raised:
+        tasks.add.enqueue_many(calls)
+    assert str(raised.value) == message
+    # What Django raises for arguments of the wrong type, and what callers already catch.
+    assert isinstance(raised.value, TypeError)
+    assert isinstance(raised.value, LaterError)
+    assert isinstance(raised.value, InvalidArgument)
+    assert later_row_counts() == before
+
+
+def test_enqueue_many_accepts_list_args_and_any_mapping_as_kwargs():
+    results = tasks.add.enqueue_many([([1, 2], {}), ((3,), MappingProxyType({"b": 4}))])
+    assert [(r.args, r.kwargs) for r in results] == [([1, 2], {}), ([3], {"b": 4})]
+    assert [stored_record(r.id).kwargs for r in results] == [{}, {"b": 4}]
