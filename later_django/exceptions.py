@@ -23,6 +23,10 @@ class InvalidCall(InvalidArgument, TypeError):
     """A call given to ``enqueue_many`` is not an (args, kwargs) pair of the accepted types."""
 
 
+class TaskUnavailable(LaterError):
+    """A job's task path does not lead to the Task defined there, so the job cannot run."""
+
+
 class PayloadDecodeError(LaterError):
     """Stored bytes could not be decoded into a job record."""
 
