@@ -20,6 +20,7 @@ from django.utils import timezone
 from . import backoff as backoff_module
 from . import options as options_module
 from .continuations import insert_continuations
+from .db import django_time
 from .enqueue import NewJob, insert_jobs
 from .exceptions import InvalidArgument, InvalidCall
 from .records import JobRecord, check_arguments, new_job_id, to_micros
@@ -254,9 +255,8 @@ class LaterBackend(BaseTaskBackend):
             raise self.options_error
         checked_args, checked_kwargs = check_arguments(task.module_path, args, kwargs)
         now = timezone.now()
-        run_at = task.run_after if task.run_after is not None else now
-        if timezone.is_naive(run_at):
-            run_at = timezone.make_aware(run_at)
+        # With USE_TZ off, Django lets run_after be naive (local time) or aware.
+        run_at = django_time(task.run_after) if task.run_after is not None else now
         record = JobRecord(
             id=new_job_id(),
             task_path=task.module_path,
