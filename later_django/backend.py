@@ -24,7 +24,7 @@ from .db import django_time
 from .enqueue import NewJob, insert_jobs
 from .exceptions import InvalidArgument, InvalidCall
 from .records import JobRecord, check_arguments, new_job_id, to_micros
-from .results import load_result
+from .results import UnavailableTask, load_result
 from .topics.enqueueing import insert_with_partitions, route_fields, validate_routing
 
 
@@ -192,6 +192,8 @@ class LaterBackend(BaseTaskBackend):
         # Each message starts with Django's own sentence, so code matching its wording
         # still matches; ours then names the bad value. A non-numeric priority or a
         # non-datetime run_after would crash Django's comparisons, so they come first.
+        if isinstance(task, UnavailableTask):  # read back from a job whose task is gone
+            raise InvalidTask(task.reason)
         priority = task.priority
         if (
             isinstance(priority, bool)

@@ -1,12 +1,13 @@
 """get_result/aget_result: Django TaskResults built from a job's record and index row."""
 
+import re
 import sys
 from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.tasks import TaskResultStatus, default_task_backend
-from django.tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
 from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 
@@ -236,6 +237,8 @@ def test_a_job_whose_task_module_is_gone_still_reads_back_and_refreshes():
         "'tests.removed_module'); it must name a function decorated with django.tasks.task."
     )
     assert fetched.task.reason == reason
+    with pytest.raises(InvalidTask, match=f"^{re.escape(reason)}$"):
+        fetched.task.enqueue(1, 2)
     JobIndexRow.objects.filter(job_id=result.id).update(stage="running")
     fetched.refresh()
     assert fetched.status == TaskResultStatus.RUNNING
