@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,10 +20,11 @@ from django.utils import timezone
 from . import backoff as backoff_module
 from . import options as options_module
 from .continuations import insert_continuations
+from .db import django_time
 from .enqueue import NewJob, insert_jobs
-from .exceptions import InvalidArgument
+from .exceptions import InvalidArgument, InvalidCall
 from .records import JobRecord, check_arguments, new_job_id, to_micros
-from .results import load_result
+from .results import UnavailableTask, load_result
 from .topics.enqueueing import insert_with_partitions, route_fields, validate_routing
 
 
@@ -84,6 +85,36 @@ class LaterTask(Task):
         backend = self.get_backend()
         assert isinstance(backend, LaterBackend)
         return backend.enqueue_many(self, calls)
+
+
+def check_call(number: int, call: Any) -> tuple[Sequence[Any], Mapping[str, Any]]:
+    """Return the ``(args, kwargs)`` of ``calls[number]``, or raise InvalidCall naming it.
+
+    ``task.enqueue(*args, **kwargs)`` can only pass a tuple and a dict of str keys; a
+    bulk call is held to the same shape, so a string is not split into letters and a
+    bad key is refused now rather than when the job runs.
+    """
+    where = f"enqueue_many: calls[{number}]"
+    if not isinstance(call, tuple) or len(call) != 2:
+        raise InvalidCall(f"{where} is {call!r}; it must be an (args, kwargs) tuple.")
+    args, kwargs = call
+    if not isinstance(args, list | tuple):
+        raise InvalidCall(
+            f"{where} has args {args!r} of type {type(args).__name__}; args must be a list or "
+            "tuple (use () for none)."
+        )
+    if not isinstance(kwargs, Mapping):
+        raise InvalidCall(
+            f"{where} has kwargs {kwargs!r} of type {type(kwargs).__name__}; kwargs must be a "
+            "dict (use {} for none)."
+        )
+    for key in kwargs:
+        if not isinstance(key, str):
+            raise InvalidCall(
+                f"{where} has the keyword {key!r} of type {type(key).__name__}; keyword names "
+                "must be str."
+            )
+    return args, kwargs
 
 
 class LaterBackend(BaseTaskBackend):
@@ -160,8 +191,11 @@ class LaterBackend(BaseTaskBackend):
         return errors
 
     def validate_task(self, task: Task) -> None:
-        # Django's own messages name neither the bad value nor what is allowed, and a
-        # non-numeric priority or non-datetime run_after would crash its comparisons.
+        # Each message starts with Django's own sentence, so code matching its wording
+        # still matches; ours then names the bad value. A non-numeric priority or a
+        # non-datetime run_after would crash Django's comparisons, so they come first.
+        if isinstance(task, UnavailableTask):  # read back from a job whose task is gone
+            raise InvalidTask(task.reason)
         priority = task.priority
         if (
             isinstance(priority, bool)
@@ -169,13 +203,14 @@ class LaterBackend(BaseTaskBackend):
             or not TASK_MIN_PRIORITY <= priority <= TASK_MAX_PRIORITY
         ):
             raise InvalidTask(
-                f"priority is {priority!r}; it must be a whole number from -100 to 100 "
-                "(higher runs first)."
+                f"priority must be a whole number between {TASK_MIN_PRIORITY} and "
+                f"{TASK_MAX_PRIORITY}. It is {priority!r}; higher runs first."
             )
         if self.queues and task.queue_name not in self.queues:
             raise InvalidTask(
-                f"queue_name is {task.queue_name!r}; it must be one of the QUEUES of task "
-                f"backend {self.alias!r}: {', '.join(sorted(self.queues))}."
+                f"Queue '{task.queue_name}' is not valid for backend. queue_name is "
+                f"{task.queue_name!r}; it must be one of the QUEUES of task backend "
+                f"{self.alias!r}: {', '.join(sorted(self.queues))}."
             )
         if task.run_after is not None:
             if not isinstance(task.run_after, datetime):
@@ -185,8 +220,8 @@ class LaterBackend(BaseTaskBackend):
                 )
             if settings.USE_TZ and timezone.is_naive(task.run_after):
                 raise InvalidTask(
-                    f"run_after is {task.run_after!r}, a naive datetime; with USE_TZ = True "
-                    "it must be an aware datetime or a timedelta from now."
+                    f"run_after must be an aware datetime. It is {task.run_after!r}, a naive "
+                    "datetime; with USE_TZ = True use an aware datetime or a timedelta from now."
                 )
         super().validate_task(task)
         if not isinstance(task, LaterTask):
@@ -218,15 +253,14 @@ class LaterBackend(BaseTaskBackend):
             return backoff_module.resolve(task.backoff)
         return self.later.backoff
 
-    def _new_job(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> NewJob:
+    def _new_job(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> NewJob:
         """A job for ``task`` called with ``args``/``kwargs``; the caller validated ``task``."""
         if self.options_error is not None:
             raise self.options_error
         checked_args, checked_kwargs = check_arguments(task.module_path, args, kwargs)
         now = timezone.now()
-        run_at = task.run_after if task.run_after is not None else now
-        if timezone.is_naive(run_at):
-            run_at = timezone.make_aware(run_at)
+        # With USE_TZ off, Django lets run_after be naive (local time) or aware.
+        run_at = django_time(task.run_after) if task.run_after is not None else now
         record = JobRecord(
             id=new_job_id(),
             task_path=task.module_path,
@@ -294,11 +328,8 @@ class LaterBackend(BaseTaskBackend):
         jobs = []
         self.validate_task(task)  # once: every call shares the task and its options
         for number, call in enumerate(calls):
-            if not isinstance(call, tuple) or len(call) != 2:
-                raise InvalidArgument(
-                    f"Call #{number} is {call!r}; each call must be an (args, kwargs) tuple."
-                )
-            jobs.append(self._new_job(task, call[0], call[1]))
+            args, kwargs = check_call(number, call)
+            jobs.append(self._new_job(task, args, kwargs))
         self._insert(jobs)
         return [self._result_for(task, job) for job in jobs]
 

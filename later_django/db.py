@@ -12,9 +12,11 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 logger = logging.getLogger(__name__)
@@ -40,14 +42,14 @@ def is_postgres(connection: BaseDatabaseWrapper) -> bool:
 
 
 def to_db(connection: BaseDatabaseWrapper, value: datetime | None) -> Any:
-    """Adapt an aware datetime for a raw query, as Django's own fields store it."""
+    """Adapt a datetime for a raw query, as Django's own fields store it."""
     if value is None:
         return None
-    return connection.ops.adapt_datetimefield_value(value)
+    return connection.ops.adapt_datetimefield_value(django_time(value))
 
 
 def from_db(value: Any) -> datetime | None:
-    """Read a datetime column fetched by a raw query as an aware UTC datetime."""
+    """Read a datetime column fetched by a raw query as Django's own fields return it."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -55,9 +57,22 @@ def from_db(value: Any) -> datetime | None:
         if parsed is None:
             raise ValueError(f"{value!r} is not a datetime")
         value = parsed
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value
+    if value.tzinfo is None and settings.USE_TZ:
+        value = value.replace(tzinfo=UTC)  # SQLite holds UTC when USE_TZ is on
+    return django_time(value)
+
+
+def django_time(value: datetime) -> datetime:
+    """``value`` as Django holds datetimes: aware with USE_TZ, naive local time without.
+
+    With ``USE_TZ = False`` Django reads and writes naive datetimes in
+    ``TIME_ZONE``, and so do the later tables (on PostgreSQL the session's zone
+    is ``TIME_ZONE``); a naive value is taken as that local time. Job records
+    hold microseconds since the epoch, the same under either setting.
+    """
+    if settings.USE_TZ:
+        return value if timezone.is_aware(value) else timezone.make_aware(value)
+    return timezone.make_naive(value) if timezone.is_aware(value) else value
 
 
 def placeholders(count: int) -> str:

@@ -11,8 +11,20 @@ class InvalidArgument(LaterError, ValueError):
     """A value given to later_django is not one it accepts."""
 
 
-class SerializationError(InvalidArgument):
-    """Task arguments or a return value cannot be stored."""
+class SerializationError(InvalidArgument, TypeError):
+    """Task arguments or a return value cannot be stored.
+
+    A TypeError as well, as Django's own backends raise for values JSON cannot
+    carry, so code written for them catches it.
+    """
+
+
+class InvalidCall(InvalidArgument, TypeError):
+    """A call given to ``enqueue_many`` is not an (args, kwargs) pair of the accepted types."""
+
+
+class TaskUnavailable(LaterError):
+    """A job's task path does not lead to the Task defined there, so the job cannot run."""
 
 
 class PayloadDecodeError(LaterError):

@@ -13,9 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgpack
+from django.utils import timezone
 from django.utils.json import normalize_json
 from ulid import ULID
 
+from .db import django_time
 from .exceptions import PayloadDecodeError, SerializationError
 
 RECORD_VERSION = 1
@@ -31,15 +33,19 @@ def job_key(job_id: str) -> str:
 
 
 def to_micros(value: datetime | None) -> int | None:
+    """Microseconds since the epoch; a naive ``value`` is local time, as Django takes it."""
     if value is None:
         return None
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value)
     return int(value.timestamp() * 1_000_000)
 
 
 def from_micros(value: int | None) -> datetime | None:
+    """The datetime of ``value`` as Django holds datetimes under the current USE_TZ."""
     if value is None:
         return None
-    return datetime.fromtimestamp(value / 1_000_000, tz=UTC)
+    return django_time(datetime.fromtimestamp(value / 1_000_000, tz=UTC))
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q
@@ -10,7 +11,7 @@ from django.tasks.base import TaskError
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .exceptions import LaterError, PayloadDecodeError
+from .exceptions import PayloadDecodeError, TaskUnavailable
 from .models import JobIndexRow, StorageValue
 from .records import ErrorEntry, JobRecord, from_micros, job_key, to_micros
 
@@ -98,27 +99,76 @@ def stand_in(row: JobIndexRow, raw: bytes, error: PayloadDecodeError) -> JobReco
     )
 
 
-def resolve_task(task_path: str) -> Task:
+def resolve_task(task_path: str, *, exact: bool = True) -> Task:
+    """Import the Task named by ``task_path``, or raise TaskUnavailable naming the path.
+
+    A stored job names its task by where it is defined (``Task.module_path``). With
+    ``exact``, anything else found there is refused, a Task re-exported under another
+    name included, so a row can only ever run the task it was enqueued for.
+    """
     try:
         task = import_string(task_path)
-    except ImportError as e:
-        raise LaterError(
-            f"Task {task_path!r} cannot be imported ({e}); it must name a function decorated "
-            "with django.tasks.task."
+    except Exception as e:  # any failure of the import: the task is not there to run
+        cause = str(e) if isinstance(e, ImportError) else f"{type(e).__name__}: {e}"
+        raise TaskUnavailable(
+            f"Task {task_path!r} cannot be imported ({cause}); it must name a function "
+            "decorated with django.tasks.task."
         ) from e
     if not isinstance(task, Task):
-        raise LaterError(
+        raise TaskUnavailable(
             f"Task {task_path!r} is a {type(task).__name__}, not a Task; decorate it with "
             "django.tasks.task."
         )
+    if exact and task.module_path != task_path:
+        raise TaskUnavailable(
+            f"Task {task_path!r} is the Task {task.module_path!r} under another name; a job "
+            "must name its task by the path it is defined at."
+        )
     return task
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnavailableTask(Task):
+    """Stands for the Task of a stored job whose path no longer leads to one.
+
+    A job's result stays readable after its task is renamed or removed: the
+    TaskResult carries this in ``task``, with the stored path, queue and priority;
+    ``reason`` says why the Task is missing, and calling it raises that reason.
+    """
+
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        # It describes a stored job rather than a new one: its queue or priority may
+        # no longer be accepted by the backend, and nothing will be enqueued with it.
+        pass
+
+
+def unavailable_task(backend: LaterBackend, record: JobRecord, reason: str) -> UnavailableTask:
+    def unavailable(*args: Any, **kwargs: Any) -> Any:
+        raise TaskUnavailable(reason)
+
+    module, _, name = record.task_path.rpartition(".")
+    unavailable.__module__ = module
+    unavailable.__name__ = unavailable.__qualname__ = name
+    return UnavailableTask(
+        func=unavailable,
+        priority=record.priority,
+        backend=backend.alias,
+        queue_name=record.queue_name,
+        run_after=from_micros(record.run_after),
+        reason=reason,
+    )
 
 
 def build_result(
     backend: LaterBackend, row: JobIndexRow, record: JobRecord, task: Task | None = None
 ) -> TaskResult:
     if task is None:
-        task = resolve_task(record.task_path)
+        try:
+            task = resolve_task(record.task_path)
+        except TaskUnavailable as e:
+            task = unavailable_task(backend, record, str(e))
     run_after = from_micros(record.run_after)
     if (task.queue_name, task.priority, task.run_after) != (
         record.queue_name,

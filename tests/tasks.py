@@ -206,3 +206,7 @@ def unreachable_delay(exception, task_result):
 def fails_with_an_unreachable_retry(kind):
     _record(kind, "attempt")
     raise RuntimeError("no retry can be scheduled")
+
+
+# The same Task reachable by a second path: a job must still name it by ``tests.tasks.add``.
+add_under_another_name = add

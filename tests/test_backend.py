@@ -97,29 +97,30 @@ def test_an_unknown_decorator_option_is_refused():
     [
         (
             {"priority": 101},
-            "priority is 101; it must be a whole number from -100 to 100 (higher runs first).",
+            "priority must be a whole number between -100 and 100. It is 101; higher runs first.",
         ),
         (
             {"priority": -101},
-            "priority is -101; it must be a whole number from -100 to 100 (higher runs first).",
+            "priority must be a whole number between -100 and 100. It is -101; higher runs first.",
         ),
         (
             {"priority": 1.5},
-            "priority is 1.5; it must be a whole number from -100 to 100 (higher runs first).",
+            "priority must be a whole number between -100 and 100. It is 1.5; higher runs first.",
         ),
         (
             {"priority": "high"},
-            "priority is 'high'; it must be a whole number from -100 to 100 (higher runs first).",
+            "priority must be a whole number between -100 and 100. It is 'high'; higher runs "
+            "first.",
         ),
         (
             {"queue_name": "reports"},
-            "queue_name is 'reports'; it must be one of the QUEUES of task backend 'default': "
-            "default, emails, slow.",
+            "Queue 'reports' is not valid for backend. queue_name is 'reports'; it must be one "
+            "of the QUEUES of task backend 'default': default, emails, slow.",
         ),
         (
             {"run_after": datetime(2030, 1, 1, 9, 30)},
-            "run_after is datetime.datetime(2030, 1, 1, 9, 30), a naive datetime; with USE_TZ = "
-            "True it must be an aware datetime or a timedelta from now.",
+            "run_after must be an aware datetime. It is datetime.datetime(2030, 1, 1, 9, 30), a "
+            "naive datetime; with USE_TZ = True use an aware datetime or a timedelta from now.",
         ),
         (
             {"run_after": 60},

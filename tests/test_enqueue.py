@@ -1,16 +1,20 @@
 """The enqueue write path: rows written, transactions, bulk enqueue, and bad input."""
 
-from datetime import timedelta
+import re
+from copy import copy
+from datetime import datetime, timedelta
+from types import MappingProxyType
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection, transaction
 from django.tasks import TaskResultStatus
+from django.tasks.backends.dummy import DummyBackend
 from django.tasks.exceptions import InvalidTask
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
-from later_django.exceptions import InvalidArgument, SerializationError
+from later_django.exceptions import InvalidArgument, InvalidCall, LaterError, SerializationError
 from later_django.models import DeliveryCommand, JobIndexRow, StorageValue
 from later_django.records import JobRecord
 from tests import tasks
@@ -191,6 +195,9 @@ def test_an_argument_that_cannot_be_stored_is_refused_by_name_before_anything_is
     with pytest.raises(SerializationError) as raised:
         tasks.add.enqueue(*args, **kwargs)
     assert str(raised.value).startswith(message)
+    # Django's own backends raise TypeError here; ours stays a ValueError as it always was.
+    assert isinstance(raised.value, TypeError)
+    assert isinstance(raised.value, InvalidArgument)
     assert later_row_counts() == before
 
 
@@ -205,16 +212,65 @@ def test_arguments_are_normalised_as_django_would_return_them():
     assert stored_record(result.id).args == [[1, 2], {"k": [3]}]
 
 
-def test_bad_options_are_refused_before_anything_is_stored():
+def test_bad_options_are_refused_with_djangos_sentence_then_the_value():
     before = later_row_counts()
-    with pytest.raises(InvalidTask, match=r"^queue_name is 'nope'; it must be one of"):
+    with pytest.raises(InvalidTask) as raised:
         tasks.add.using(queue_name="nope").enqueue(1, 2)
-    with pytest.raises(InvalidTask, match=r"^priority is 200; it must be a whole number"):
+    assert str(raised.value) == (
+        "Queue 'nope' is not valid for backend. queue_name is 'nope'; it must be one of the "
+        "QUEUES of task backend 'default': default, emails, slow."
+    )
+    with pytest.raises(InvalidTask) as raised:
         tasks.add.using(priority=200).enqueue(1, 2)
+    assert str(raised.value) == (
+        "priority must be a whole number between -100 and 100. It is 200; higher runs first."
+    )
+    with pytest.raises(InvalidTask, match=r"^priority must be a whole number between -100 and"):
+        tasks.add.using(priority="high").enqueue(1, 2)
     naive = timezone.now().replace(tzinfo=None)
-    with pytest.raises(InvalidTask, match=r"^run_after is datetime\.datetime\(.*a naive datetime"):
+    with pytest.raises(InvalidTask) as raised:
         tasks.add.using(run_after=naive).enqueue(1, 2)
+    assert str(raised.value) == (
+        f"run_after must be an aware datetime. It is {naive!r}, a naive datetime; with "
+        "USE_TZ = True use an aware datetime or a timedelta from now."
+    )
     assert later_row_counts() == before
+
+
+def unvalidated(task, **changes):
+    """A copy of ``task`` with ``changes`` set without our backend validating them."""
+    changed = copy(task)
+    for name, value in changes.items():
+        object.__setattr__(changed, name, value)
+    return changed
+
+
+@pytest.mark.parametrize(
+    ("options", "django_sentence"),
+    [
+        ({"queue_name": "nope"}, "Queue 'nope' is not valid for backend."),
+        ({"priority": 101}, "priority must be a whole number between -100 and 100."),
+        ({"priority": -101}, "priority must be a whole number between -100 and 100."),
+    ],
+)
+def test_messages_start_with_the_sentence_djangos_own_backends_use(options, django_sentence):
+    # Django's DummyBackend (same QUEUES) is the reference: its wording must prefix ours.
+    dummy = DummyBackend("dummy", {"QUEUES": ["default", "emails", "slow"]})
+    with pytest.raises(InvalidTask) as by_django:
+        dummy.validate_task(unvalidated(tasks.add, **options))
+    assert str(by_django.value) == django_sentence
+    with pytest.raises(InvalidTask, match=f"^{re.escape(django_sentence)} "):
+        tasks.add.using(**options)
+
+
+def test_a_naive_run_after_is_refused_with_djangos_sentence_when_use_tz_is_on():
+    naive = datetime(2030, 1, 1, 12, 0)
+    dummy = DummyBackend("dummy", {})
+    with pytest.raises(InvalidTask) as by_django:
+        dummy.validate_task(unvalidated(tasks.add, run_after=naive))
+    assert str(by_django.value) == "run_after must be an aware datetime."
+    with pytest.raises(InvalidTask, match=r"^run_after must be an aware datetime\. It is "):
+        tasks.add.using(run_after=naive)
 
 
 def test_enqueue_many_stores_every_call_and_returns_their_results():
@@ -258,6 +314,55 @@ def test_enqueue_many_with_one_bad_call_stores_none_of_them():
     with pytest.raises(InvalidArgument) as raised:
         tasks.add.enqueue_many([((1, 2), {}), [(1, 2), {}]])
     assert str(raised.value) == (
-        "Call #1 is [(1, 2), {}]; each call must be an (args, kwargs) tuple."
+        "enqueue_many: calls[1] is [(1, 2), {}]; it must be an (args, kwargs) tuple."
     )
     assert later_row_counts() == before
+
+
+@pytest.mark.parametrize(
+    ("bad_call", "message"),
+    [
+        (
+            ("ab", {}),
+            "enqueue_many: calls[2] has args 'ab' of type str; args must be a list or tuple "
+            "(use () for none).",
+        ),
+        (
+            ({1, 2}, {}),
+            "enqueue_many: calls[2] has args {1, 2} of type set; args must be a list or tuple "
+            "(use () for none).",
+        ),
+        (
+            ((1, 2), None),
+            "enqueue_many: calls[2] has kwargs None of type NoneType; kwargs must be a dict "
+            "(use {} for none).",
+        ),
+        (
+            ((1,), [("b", 2)]),
+            "enqueue_many: calls[2] has kwargs [('b', 2)] of type list; kwargs must be a dict "
+            "(use {} for none).",
+        ),
+        (
+            ((), {"a": 1, 1: 2}),
+            "enqueue_many: calls[2] has the keyword 1 of type int; keyword names must be str.",
+        ),
+        (((1, 2),), "enqueue_many: calls[2] is ((1, 2),); it must be an (args, kwargs) tuple."),
+    ],
+)
+def test_enqueue_many_refuses_a_call_of_the_wrong_shape_and_stores_no_call(bad_call, message):
+    before = later_row_counts()
+    calls = [((1, 2), {}), ([3], {"b": 4}), bad_call, ((5, 6), {})]
+    with pytest.raises(InvalidCall) as raised:
+        tasks.add.enqueue_many(calls)
+    assert str(raised.value) == message
+    # What Django raises for arguments of the wrong type, and what callers already catch.
+    assert isinstance(raised.value, TypeError)
+    assert isinstance(raised.value, LaterError)
+    assert isinstance(raised.value, InvalidArgument)
+    assert later_row_counts() == before
+
+
+def test_enqueue_many_accepts_list_args_and_any_mapping_as_kwargs():
+    results = tasks.add.enqueue_many([([1, 2], {}), ((3,), MappingProxyType({"b": 4}))])
+    assert [(r.args, r.kwargs) for r in results] == [([1, 2], {}), ([3], {"b": 4})]
+    assert [stored_record(r.id).kwargs for r in results] == [{}, {"b": 4}]

@@ -1,16 +1,19 @@
 """get_result/aget_result: Django TaskResults built from a job's record and index row."""
 
+import re
 import sys
 from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.tasks import TaskResultStatus, default_task_backend
-from django.tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
 from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 
 from later_django.models import JobIndexRow, StorageValue
+from later_django.records import JobRecord
+from later_django.results import UnavailableTask
 from tests import tasks
 from tests.models import Execution
 from tests.worker.in_process import run_burst_in_process
@@ -142,6 +145,8 @@ def test_a_return_value_that_cannot_be_stored_fails_the_job_naming_it():
     assert result.status == TaskResultStatus.FAILED
     [error] = result.errors
     assert error.exception_class_path == "later_django.exceptions.SerializationError"
+    # Django's own backends record a TypeError for a value JSON cannot carry.
+    assert issubclass(error.exception_class, TypeError)
     assert (
         "Argument return value of task 'tests.tasks.returns_unstorable' is {1, 2, 3} of type set"
         in error.traceback
@@ -210,3 +215,33 @@ def test_a_job_past_its_retention_no_longer_exists():
     StorageValue.objects.filter(key=f"job:{result.id}").update(date_expire=past)
     with pytest.raises(TaskResultDoesNotExist):
         default_task_backend.get_result(result.id)
+
+
+def test_a_job_whose_task_module_is_gone_still_reads_back_and_refreshes():
+    result = tasks.add.using(priority=4, queue_name="slow").enqueue(1, 2)
+    JobIndexRow.objects.filter(job_id=result.id).update(task_path="tests.removed_module.add")
+    stored = StorageValue.objects.get(key=f"job:{result.id}")
+    record = JobRecord.decode(bytes(stored.value), job_id=result.id)
+    record.task_path = "tests.removed_module.add"
+    stored.value = record.encode()
+    stored.save()
+
+    fetched = default_task_backend.get_result(result.id)
+    assert fetched.status == TaskResultStatus.READY
+    assert (fetched.args, fetched.kwargs) == ([1, 2], {})
+    assert isinstance(fetched.task, UnavailableTask)
+    assert (fetched.task.module_path, fetched.task.name) == ("tests.removed_module.add", "add")
+    assert (fetched.task.queue_name, fetched.task.priority) == ("slow", 4)
+    reason = (
+        "Task 'tests.removed_module.add' cannot be imported (No module named "
+        "'tests.removed_module'); it must name a function decorated with django.tasks.task."
+    )
+    assert fetched.task.reason == reason
+    with pytest.raises(InvalidTask, match=f"^{re.escape(reason)}$"):
+        fetched.task.enqueue(1, 2)
+    JobIndexRow.objects.filter(job_id=result.id).update(stage="running")
+    fetched.refresh()
+    assert fetched.status == TaskResultStatus.RUNNING
+    # Asked through a Task that does exist, it is another task's result, as Django says.
+    with pytest.raises(TaskResultMismatch, match=r"received 'tests\.removed_module\.add'"):
+        tasks.add.get_result(result.id)

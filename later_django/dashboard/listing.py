@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q
+from django.utils import timezone
 
+from ..db import django_time
 from ..models import JobExecution, JobIndexRow, PartitionLease, Stage
 from .scope import Scope
 
@@ -37,7 +39,10 @@ class Cursor:
     row_id: int
 
     def __str__(self) -> str:
-        micros = (self.transitioned_at - EPOCH) // timedelta(microseconds=1)
+        moment = self.transitioned_at
+        if timezone.is_naive(moment):  # USE_TZ off: local time, as Django reads it
+            moment = timezone.make_aware(moment)
+        micros = (moment - EPOCH) // timedelta(microseconds=1)
         return f"{micros}.{self.row_id}"
 
     @classmethod
@@ -52,7 +57,7 @@ class Cursor:
         if row_id > ROW_ID_MAX:
             raise BadCursor(f"Cursor {text!r} names a row id out of range.")
         try:
-            moment = EPOCH + timedelta(microseconds=micros)
+            moment = django_time(EPOCH + timedelta(microseconds=micros))
         except OverflowError as e:
             raise BadCursor(f"Cursor {text!r} names a time out of range.") from e
         return cls(moment, row_id)

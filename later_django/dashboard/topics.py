@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
+from django.conf import settings
 from django.db import connections
 from django.db.models import Count, Q
+from django.utils import timezone
 
 from ..models import (
     JobIndexRow,
@@ -166,7 +168,11 @@ def _describe(row: PartitionRow, now: datetime) -> None:
 
 
 def _when(moment: datetime | None) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else "unknown"
+    if moment is None:
+        return "unknown"
+    if timezone.is_naive(moment):  # USE_TZ off: local time
+        return f"{moment:%Y-%m-%d %H:%M:%S} {settings.TIME_ZONE}"
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 @dataclass

@@ -69,7 +69,7 @@ def later_backend(alias: str) -> LaterBackend:
 def _task(task: Any, field: str, alias: str | None) -> Task:
     if isinstance(task, str):
         try:
-            task = resolve_task(task)
+            task = resolve_task(task, exact=False)  # a re-exported name is fine here
         except LaterError as e:
             raise InvalidArgument(f"{field} is {task!r}; {e}") from e
     elif not isinstance(task, Task):

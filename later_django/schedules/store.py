@@ -51,7 +51,7 @@ RETURNING {COLUMNS}
 
 @dataclass(frozen=True)
 class ScheduleInfo:
-    """A stored schedule and when it next runs (an aware UTC datetime)."""
+    """A stored schedule and when it next runs (naive local time when USE_TZ is off)."""
 
     identifier: str
     cron: str

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -41,6 +42,20 @@ def test_cursor_pages_walk_the_whole_stage_once_even_with_equal_times(
         url = response.context["next_url"]
     expected = sorted(rows, key=lambda r: (r.transitioned_at, r.pk), reverse=True)
     assert seen == [r.job_id for r in expected]
+
+
+@override_settings(USE_TZ=False, TIME_ZONE="Asia/Kathmandu")
+def test_cursor_pages_walk_the_whole_stage_with_use_tz_off(viewer_client, make_job, monkeypatch):
+    monkeypatch.setattr(listing, "PAGE_SIZE", 2)
+    now = timezone.now()
+    rows = [make_job("failed", at=now - timedelta(seconds=i)) for i in range(5)]
+    seen, url = [], FAILED
+    while url:
+        response = viewer_client.get(url)
+        assert response.status_code == 200
+        seen += listed(response)
+        url = response.context["next_url"]
+    assert seen == [r.job_id for r in rows]
 
 
 def test_pages_never_count_or_offset_the_job_index(viewer_client, make_job):

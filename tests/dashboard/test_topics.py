@@ -1,8 +1,9 @@
 """Topics: per-partition head, lag, lease, and why a partition is blocked."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -106,6 +107,20 @@ def test_a_delayed_head_blocks_its_partition(viewer_client, make_job, parcels):
     p = partitions(viewer_client)[0]
     assert p.blocked
     assert p.reason.startswith("delayed head: due ")
+
+
+def test_a_head_s_due_time_reads_in_utc_or_in_local_time_with_use_tz_off(
+    viewer_client, make_job, parcels
+):
+    due = datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)
+    queue_in_partition(make_job, 0, ["delayed"], available_at=due, run_at=due)
+    assert partitions(viewer_client)[0].reason == "delayed head: due 2031-05-06 07:08:09 UTC"
+    with override_settings(USE_TZ=False, TIME_ZONE="Asia/Kathmandu"):
+        local = datetime(2031, 5, 6, 12, 53, 9)
+        queue_in_partition(make_job, 1, ["delayed"], available_at=local, run_at=local)
+        assert partitions(viewer_client)[1].reason == (
+            "delayed head: due 2031-05-06 12:53:09 Asia/Kathmandu"
+        )
 
 
 def test_a_retrying_head_blocks_its_partition(viewer_client, make_job, parcels):

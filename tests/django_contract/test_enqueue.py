@@ -192,21 +192,18 @@ def test_a_non_json_argument_is_refused_and_nothing_is_stored():
     assert not JobIndexRow.objects.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="defect 2: SerializationError is not a TypeError")
 def test_a_non_json_argument_raises_type_error():
     # Django: tests/tasks/test_tasks.py test_enqueue_with_invalid_argument
     with pytest.raises(TypeError):
         tasks.noop.enqueue(timezone.now())
 
 
-@pytest.mark.xfail(strict=True, reason="defect 2: SerializationError is not a TypeError")
 def test_a_non_json_argument_to_aenqueue_raises_type_error():
     # Django: tests/tasks/test_tasks.py test_aenqueue_with_invalid_argument
     with pytest.raises(TypeError):
         async_to_sync(tasks.noop.aenqueue)(timezone.now())
 
 
-@pytest.mark.xfail(strict=True, reason="defect 4: enqueue fails with USE_TZ = False")
 def test_enqueue_works_with_use_tz_off():
     # Django: tests/tasks/test_tasks.py test_naive_datetime (naive is fine without USE_TZ)
     with override_settings(USE_TZ=False):

@@ -130,7 +130,6 @@ def test_a_return_value_that_cannot_be_stored_fails_the_job(run):
     assert "Unsupported type" in error.traceback
 
 
-@pytest.mark.xfail(strict=True, reason="defect 2: SerializationError is not a TypeError")
 def test_a_return_value_that_cannot_be_stored_is_a_type_error(run):
     # Django: tests/tasks/test_immediate_backend.py test_complex_return_value
     [error] = run.result("function").errors

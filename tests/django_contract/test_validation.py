@@ -78,7 +78,6 @@ def test_the_priority_bounds_and_zero_are_valid():
         assert tasks.noop.using(priority=priority).priority == priority
 
 
-@pytest.mark.xfail(strict=True, reason="defect 3: messages do not start with Django's wording")
 @pytest.mark.parametrize("priority", [-101, 101, 3.1])
 def test_an_invalid_priority_has_djangos_message(priority):
     # Django: tests/tasks/test_tasks.py test_invalid_priority
@@ -93,7 +92,6 @@ def test_a_naive_run_after_is_invalid():
         tasks.noop.using(run_after=datetime.now())  # naive on purpose
 
 
-@pytest.mark.xfail(strict=True, reason="defect 3: messages do not start with Django's wording")
 def test_a_naive_run_after_has_djangos_message():
     # Django: tests/tasks/test_tasks.py test_naive_datetime
     with pytest.raises(InvalidTask) as raised:
@@ -107,7 +105,6 @@ def test_a_queue_the_backend_does_not_list_is_invalid():
         tasks.noop.using(queue_name="queue-2")
 
 
-@pytest.mark.xfail(strict=True, reason="defect 3: messages do not start with Django's wording")
 def test_an_unknown_queue_has_djangos_message():
     # Django: tests/tasks/test_tasks.py test_unknown_queue_name
     with pytest.raises(InvalidTask) as raised:
@@ -134,7 +131,6 @@ def test_enqueue_validates_the_task_again(asynchronous):
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(strict=True, reason="defect 3: messages do not start with Django's wording")
 def test_enqueue_of_a_task_on_an_unknown_queue_has_djangos_message():
     # Django: tests/tasks/test_dummy_backend.py test_validate_on_enqueue
     with with_queues():

@@ -36,6 +36,11 @@ def test_schedule_stores_the_call_and_its_next_run_time():
     assert later_django.list_schedules() == [info]
 
 
+def test_schedule_accepts_a_re_exported_path_and_stores_where_the_task_is_defined():
+    info = later_django.schedule("alias", "@hourly", "tests.tasks.add_under_another_name", 1, 2)
+    assert info.task_path == "tests.tasks.add"
+
+
 def test_schedule_accepts_a_dotted_path_and_keeps_using_options():
     info = later_django.schedule("by-path", "@hourly", "tests.schedules.tasks.tick", "k")
     assert (info.task_path, info.queue_name, info.priority) == (

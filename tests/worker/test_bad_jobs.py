@@ -1,5 +1,7 @@
 """Jobs that cannot run (task gone, stored bytes corrupt) fail; the worker carries on."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import User
 from django.tasks import TaskResultStatus, default_task_backend
@@ -7,10 +9,11 @@ from django.tasks.exceptions import TaskResultDoesNotExist
 from django.test import Client
 from django.urls import reverse
 
-from later_django.exceptions import LaterError
+from later_django.exceptions import TaskUnavailable
 from later_django.jobs import get_job
 from later_django.models import JobIndexRow, StorageValue
 from later_django.records import JobRecord
+from later_django.results import UnavailableTask
 from tests import tasks
 from tests.models import Execution
 from tests.topics import tasks as topic_tasks
@@ -38,45 +41,77 @@ def assert_good_jobs_ran(ids: list[str]) -> None:
     assert {JobIndexRow.objects.get(job_id=i).stage for i in ids} == {"success"}
 
 
+def rewrite_task_path(job_id: str, task_path: str) -> None:
+    rewrite_record(job_id, task_path=task_path)
+    JobIndexRow.objects.filter(job_id=job_id).update(task_path=task_path)
+
+
+WHY = "TaskUnavailable: Task {!r} "
 GONE = [
     (
         "tests.tasks.renamed_since",
-        "LaterError: Task 'tests.tasks.renamed_since' cannot be imported (Module "
-        '"tests.tasks" does not define a "renamed_since" attribute/class); it must name a '
-        "function decorated with django.tasks.task.",
+        'cannot be imported (Module "tests.tasks" does not define a "renamed_since" '
+        "attribute/class); it must name a function decorated with django.tasks.task.",
     ),
     (
         "tests.removed_module.task",
-        "LaterError: Task 'tests.removed_module.task' cannot be imported (No module named "
-        "'tests.removed_module'); it must name a function decorated with django.tasks.task.",
+        "cannot be imported (No module named 'tests.removed_module'); it must name a function "
+        "decorated with django.tasks.task.",
+    ),
+    (
+        "tests.fails_on_import.task",
+        "cannot be imported (RuntimeError: this module cannot be imported); it must name a "
+        "function decorated with django.tasks.task.",
     ),
     (
         "tests.tasks.retry_only_value_errors",
-        "LaterError: Task 'tests.tasks.retry_only_value_errors' is a function, not a Task; "
-        "decorate it with django.tasks.task.",
+        "is a function, not a Task; decorate it with django.tasks.task.",
+    ),
+    (
+        "os.system",
+        "is a builtin_function_or_method, not a Task; decorate it with django.tasks.task.",
+    ),
+    (
+        "builtins.print",
+        "is a builtin_function_or_method, not a Task; decorate it with django.tasks.task.",
+    ),
+    (
+        "tests.tasks.add_under_another_name",
+        "is the Task 'tests.tasks.add' under another name; a job must name its task by the "
+        "path it is defined at.",
     ),
 ]
 
 
-def test_jobs_whose_task_no_longer_imports_fail_with_the_reason(run_burst):
+def test_jobs_whose_path_is_not_where_a_task_is_defined_fail_without_running(run_burst, tmp_path):
+    proof = tmp_path / "ran"
     ids = good_jobs(0)
     broken = []
     for task_path, _ in GONE:
-        job_id = tasks.record.enqueue("bad", "never").id
-        rewrite_record(job_id, task_path=task_path)
+        # Arguments that would leave a trace if whatever the path names were called.
+        job_id = tasks.sleep_only.enqueue(f"touch {proof}").id
+        rewrite_task_path(job_id, task_path)
         broken.append(job_id)
     ids += good_jobs(3)
     worker = run_burst("--concurrency", "1")
 
     assert_good_jobs_ran(ids)
-    for job_id, (_, message) in zip(broken, GONE, strict=True):
+    assert not proof.exists()
+    for job_id, (task_path, why) in zip(broken, GONE, strict=True):
         assert JobIndexRow.objects.get(job_id=job_id).stage == "failed"
         [error] = get_job(job_id, namespace="tests").errors
-        assert error.exception_class_path == "later_django.exceptions.LaterError"
-        assert error.traceback.endswith(message + "\n")
-        # A TaskResult needs the Task itself, so reading it through Django names the cause.
-        with pytest.raises(LaterError, match=r"^Task '"):
-            default_task_backend.get_result(job_id)
+        assert error.exception_class_path == "later_django.exceptions.TaskUnavailable"
+        assert error.traceback.endswith(WHY.format(task_path) + why + "\n")
+        # The result stays readable through Django, its task standing in for the missing one.
+        result = default_task_backend.get_result(job_id)
+        assert result.status == TaskResultStatus.FAILED
+        assert [e.exception_class for e in result.errors] == [TaskUnavailable]
+        assert isinstance(result.task, UnavailableTask)
+        assert result.task.module_path == task_path
+        assert result.task.reason == f"Task {task_path!r} " + why
+        with pytest.raises(TaskUnavailable, match=f"^{re.escape(result.task.reason)}$"):
+            result.task.call(f"touch {proof}")
+        assert not proof.exists()
     assert f" failed={len(GONE)} " in worker.output()
 
 
