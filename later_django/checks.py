@@ -27,6 +27,9 @@ def check_later_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
         # inf and nan are floats too; an interval of either never comes round.
         if ok and isinstance(value, float):
             ok = math.isfinite(value)
+        # An empty token would let in any request that sends an empty one.
+        if ok and isinstance(value, str):
+            ok = bool(value)
         if ok and value is not None and setting.minimum is not None:
             ok = value >= setting.minimum
         if not ok:
@@ -47,6 +50,8 @@ def _allowed(kinds: tuple[type, ...]) -> str:
     """What a setting of these types may be, in words."""
     if float in kinds:
         return "None or a finite number" if type(None) in kinds else "a finite number"
+    if str in kinds:
+        return "None or a non-empty string" if type(None) in kinds else "a non-empty string"
     return " or ".join(k.__name__ for k in kinds)
 
 

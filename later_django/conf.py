@@ -78,6 +78,14 @@ SETTINGS: dict[str, Setting] = {
             "lease (a frozen worker's). Set False behind a transaction-pooling proxy, where a "
             "session setting would reach other clients.",
         ),
+        Setting(
+            "LATER_METRICS_TOKEN",
+            None,
+            (str, type(None)),
+            None,
+            "Bearer token that opens the Prometheus metrics view to a scraper; None lets only "
+            "staff users in.",
+        ),
     ]
 }
 
@@ -120,6 +128,11 @@ class LaterSettings:
     @property
     def limit_idle_transactions(self) -> bool:
         return bool(self._get("LATER_LIMIT_IDLE_TRANSACTIONS"))
+
+    @property
+    def metrics_token(self) -> str | None:
+        value = self._get("LATER_METRICS_TOKEN")
+        return value if isinstance(value, str) and value else None
 
 
 later_settings = LaterSettings()

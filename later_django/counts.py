@@ -5,11 +5,16 @@ On PostgreSQL the triggers on ``later_jobs_index`` append deltas to
 rows; ``fold`` moves them into ``later_stage_counts``. On SQLite the triggers
 update the totals directly and the delta table stays empty. Either way a read
 touches at most a few rows per stage, however many jobs there are.
+
+``oldest_in_stage`` reads one entry at the old end of the jobs-by-stage index
+(``later_jobsindex_stage_idx``), so it too costs the same at any queue length.
 """
 
 from __future__ import annotations
 
-from .db import connection_for, is_postgres, write_transaction
+from datetime import datetime
+
+from .db import connection_for, from_db, is_postgres, write_transaction
 
 STAGES = ("delayed", "waiting", "enqueued", "running", "requeued", "success", "failed", "cancelled")
 
@@ -29,6 +34,18 @@ def stage_counts(namespace: str, *, using: str = "default") -> dict[str, int]:
         for stage, count in cursor.fetchall():
             counts[stage] = int(count)
     return counts
+
+
+def oldest_in_stage(namespace: str, stage: str, *, using: str = "default") -> datetime | None:
+    """When the job that has been in ``stage`` longest entered it; None when no job is in it."""
+    with connection_for(using).cursor() as cursor:
+        cursor.execute(
+            "SELECT transitioned_at FROM later_jobs_index WHERE namespace = %s AND stage = %s "
+            "ORDER BY transitioned_at, id LIMIT 1",
+            [namespace, stage],
+        )
+        row = cursor.fetchone()
+    return None if row is None else from_db(row[0])
 
 
 def fold(*, using: str = "default") -> None:

@@ -233,6 +233,16 @@ BAD_SETTINGS = [
         1,
         "LATER_LIMIT_IDLE_TRANSACTIONS is 1; it must be bool.",
     ),
+    (
+        "LATER_METRICS_TOKEN",
+        "",
+        "LATER_METRICS_TOKEN is ''; it must be None or a non-empty string.",
+    ),
+    (
+        "LATER_METRICS_TOKEN",
+        b"secret",
+        "LATER_METRICS_TOKEN is b'secret'; it must be None or a non-empty string.",
+    ),
 ]
 
 
@@ -247,6 +257,11 @@ def test_a_bad_later_setting_is_error_e001_naming_the_value(name, value, message
 
 def test_false_is_a_valid_prepared_statements_setting():
     with override_settings(LATER_PREPARED_STATEMENTS=False):
+        assert later_messages() == []
+
+
+def test_a_metrics_token_string_is_valid():
+    with override_settings(LATER_METRICS_TOKEN="s3cret"):
         assert later_messages() == []
 
 

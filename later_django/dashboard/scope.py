@@ -41,6 +41,13 @@ def _databases() -> dict[str, str]:
     return found
 
 
+def configured_scopes() -> list[Scope]:
+    """One scope per namespace a Later backend alias uses (the default one when none does)."""
+    choices = tuple(configured_namespaces()) or (DEFAULT_NAMESPACE,)
+    databases = _databases()
+    return [Scope(ns, databases.get(ns, DEFAULT_DATABASE), choices) for ns in choices]
+
+
 def resolve(request: HttpRequest) -> Scope:
     """Pick the namespace named by ``?namespace=`` or the first configured one.
 

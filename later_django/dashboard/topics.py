@@ -91,8 +91,13 @@ def topic(scope: Scope, name: str) -> Topic | None:
     return Topic.objects.using(scope.database).filter(namespace=scope.namespace, name=name).first()
 
 
-def partitions(scope: Scope, found: Topic, start: int, now: datetime) -> list[PartitionRow]:
-    """Partitions ``start`` .. ``start + PARTITION_PAGE - 1`` of a topic with their state."""
+def partitions(
+    scope: Scope, found: Topic, start: int, now: datetime, *, count_lag: bool = True
+) -> list[PartitionRow]:
+    """Partitions ``start`` .. ``start + PARTITION_PAGE - 1`` of a topic with their state.
+
+    With ``count_lag`` false the rows' ``lag`` stays 0 and no queued rows are counted.
+    """
     numbers = range(start, min(start + PARTITION_PAGE, found.partition_count))
     rows = {n: PartitionRow(n) for n in numbers}
     where = {"namespace": scope.namespace, "topic": found.name, "partition__in": list(numbers)}
@@ -113,7 +118,7 @@ def partitions(scope: Scope, found: Topic, start: int, now: datetime) -> list[Pa
             namespace=scope.namespace, job_id__in=head_ids
         )
     }
-    active = [r.partition for r in rows.values() if r.head_job_id]
+    active = [r.partition for r in rows.values() if r.head_job_id and count_lag]
     for number, (lag, capped) in _lags(scope, found.name, active).items():
         rows[number].lag, rows[number].lag_capped = lag, capped
     for row in rows.values():
