@@ -82,12 +82,36 @@ class WorkerConfig:
     burst: bool = False
     max_jobs: int | None = None
     shutdown_timeout: float = 30.0
+    health_file: str | None = None  # touched at each heartbeat
     install_signal_handlers: bool = True
     counts: Counter[str] = field(default_factory=Counter)
 
 
 def new_worker_id() -> str:
     return f"{socket.gethostname()[:60]}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def later_backend(alias: str, *, needed_by: str) -> LaterBackend:
+    """The Later backend of a ``TASKS`` alias; ``needed_by`` names the command in errors.
+
+    Raises LaterError for an unknown alias or another kind of backend, and the
+    backend's own error for invalid ``OPTIONS``.
+    """
+    try:
+        backend = task_backends[alias]
+    except InvalidTaskBackend as e:
+        raise LaterError(
+            f"Task backend {alias!r} is not in settings.TASKS; its aliases are "
+            f"{', '.join(task_backends.settings)}."
+        ) from e
+    if not isinstance(backend, LaterBackend):
+        raise LaterError(
+            f"Task backend {alias!r} is {type(backend).__name__}; {needed_by} "
+            "needs one whose BACKEND is 'later_django.backend.LaterBackend'."
+        )
+    if backend.options_error is not None:
+        raise backend.options_error
+    return backend
 
 
 def check_schema(using: str) -> None:
@@ -107,20 +131,7 @@ def check_schema(using: str) -> None:
 
 class Worker:
     def __init__(self, config: WorkerConfig) -> None:
-        try:
-            backend = task_backends[config.backend]
-        except InvalidTaskBackend as e:
-            raise LaterError(
-                f"Task backend {config.backend!r} is not in settings.TASKS; its aliases are "
-                f"{', '.join(task_backends.settings)}."
-            ) from e
-        if not isinstance(backend, LaterBackend):
-            raise LaterError(
-                f"Task backend {config.backend!r} is {type(backend).__name__}; later_worker "
-                "needs one whose BACKEND is 'later_django.backend.LaterBackend'."
-            )
-        if backend.options_error is not None:
-            raise backend.options_error
+        backend = later_backend(config.backend, needed_by="later_worker")
         check_schema(backend.database)
         unknown = sorted(set(config.queues or ()) - backend.queues) if backend.queues else []
         if unknown:

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connections
@@ -179,6 +180,9 @@ class Services:
             what="heartbeat",
             using=w.using,
         )
+        if w.config.health_file:
+            # Only after the row is written: a fresh file means the database took the beat.
+            Path(w.config.health_file).touch()
 
     def maintenance_wait(self) -> float:
         """Seconds until the next maintenance turn: the poll interval (at most 1 s), or

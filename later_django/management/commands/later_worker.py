@@ -36,6 +36,16 @@ def _seconds(value: str) -> float:
     return number
 
 
+def _health_file(value: str) -> str:
+    import argparse
+    from pathlib import Path
+
+    path = Path(value)
+    if path.is_dir() or not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a file path in an existing directory")
+    return value
+
+
 class Command(BaseCommand):
     help = "Run background jobs of a later_django task backend."
 
@@ -67,6 +77,14 @@ class Command(BaseCommand):
             help="Seconds running jobs get to finish after the first SIGINT/SIGTERM (default 30).",
         )
 
+        parser.add_argument(
+            "--health-file",
+            type=_health_file,
+            default=None,
+            metavar="PATH",
+            help="Create this file and update its time at each heartbeat, for liveness probes.",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             worker = Worker(
@@ -77,6 +95,7 @@ class Command(BaseCommand):
                     burst=options["burst"],
                     max_jobs=options["max_jobs"],
                     shutdown_timeout=options["shutdown_timeout"],
+                    health_file=options["health_file"],
                 )
             )
         except LaterError as e:
