@@ -45,6 +45,20 @@ def sleep_then_record(kind, value, seconds):
     return value
 
 
+@task
+def runs_until_released(kind, value, gate):
+    """Record a start, then wait (up to a minute) until the test records ``gate``, then end."""
+    _record(f"{kind}:start", value)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM tests_execution WHERE kind = %s", [gate])
+            if cursor.fetchone():
+                break
+        time.sleep(0.05)
+    _record(kind, value)
+
+
 @task(max_attempts=3, backoff="immediate")
 def always_fails(message):
     raise RuntimeError(message)

@@ -14,19 +14,24 @@ from tests.models import Execution
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
 
 
+def started(kind: str) -> int:
+    return Execution.objects.filter(kind=f"{kind}:start").count()
+
+
+def release(gate: str) -> None:
+    Execution.objects.create(kind=gate, value="", pid=0, at=time.time())
+
+
 def test_a_second_worker_runs_long_jobs_the_first_has_no_free_thread_for(start_worker):
-    tasks.sleep_then_record.enqueue_many([(("long", str(i), 3), {}) for i in range(4)])
+    tasks.runs_until_released.enqueue_many([(("long", str(i), "go"), {}) for i in range(4)])
     first = start_worker("--burst", "--concurrency", "2")
-
-    def first_claimed() -> bool:
-        """the first worker has claimed jobs"""
-        return JobIndexRow.objects.filter(stage="running").exists()
-
-    wait_for(first_claimed)
+    wait_for(lambda: started("long") == 2)
     # A worker that has not yet seen how long its jobs take holds only what its
-    # threads can start; holding more would leave the second worker idle while
-    # two jobs waited behind the first worker's for three seconds.
+    # threads can start: the two jobs it has no thread for are left to the second
+    # worker, which starts them while the first two still run.
     second = start_worker("--burst", "--concurrency", "2")
+    wait_for(lambda: started("long") == 4, timeout=60)
+    release("go")
     for worker in (first, second):
         assert worker.wait(timeout=60) == 0, worker.output()
 
@@ -46,8 +51,7 @@ def test_jobs_held_behind_long_ones_go_back_to_the_queue_for_another_worker(star
         return done
 
     wait_for(drained(40))
-    enqueued = time.time()
-    tasks.sleep_then_record.enqueue_many([(("long", str(i), 6), {}) for i in range(2)])
+    tasks.runs_until_released.enqueue_many([(("long", str(i), "go"), {}) for i in range(2)])
     tasks.record.enqueue_many([(("short", str(i)), {}) for i in range(6)])
 
     def all_claimed() -> bool:
@@ -63,10 +67,11 @@ def test_jobs_held_behind_long_ones_go_back_to_the_queue_for_another_worker(star
 
     wait_for(shorts_ran, timeout=20)
     shorts = list(Execution.objects.filter(kind="short"))
-    # Handed back after waiting 2 s for a thread, they ran on the idle worker long
-    # before the 6 s jobs in front of them ended.
+    # Handed back after waiting 2 s for a thread, they ran on the idle worker
+    # while the long jobs in front of them were still running.
     assert {e.pid for e in shorts} == {second.pid}, first.output()
-    assert max(e.at for e in shorts) - enqueued < 5
+    assert not Execution.objects.filter(kind="long").exists()
+    release("go")
     wait_for(drained(48), timeout=20)
     for worker in (first, second):
         worker.signal(signal.SIGTERM)
