@@ -78,6 +78,14 @@ SETTINGS: dict[str, Setting] = {
             "lease (a frozen worker's). Set False behind a transaction-pooling proxy, where a "
             "session setting would reach other clients.",
         ),
+        Setting(
+            "LATER_ADMIN_INTERNAL_TABLES",
+            False,
+            bool,
+            None,
+            "Whether the admin index lists the engine's internal tables (delivery queue, "
+            "leases, topics, workers, the retained log) beside the dashboard and jobs.",
+        ),
     ]
 }
 
@@ -120,6 +128,10 @@ class LaterSettings:
     @property
     def limit_idle_transactions(self) -> bool:
         return bool(self._get("LATER_LIMIT_IDLE_TRANSACTIONS"))
+
+    @property
+    def admin_internal_tables(self) -> bool:
+        return bool(self._get("LATER_ADMIN_INTERNAL_TABLES"))
 
 
 later_settings = LaterSettings()

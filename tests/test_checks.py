@@ -233,6 +233,11 @@ BAD_SETTINGS = [
         1,
         "LATER_LIMIT_IDLE_TRANSACTIONS is 1; it must be bool.",
     ),
+    (
+        "LATER_ADMIN_INTERNAL_TABLES",
+        "yes",
+        "LATER_ADMIN_INTERNAL_TABLES is 'yes'; it must be bool.",
+    ),
 ]
 
 
