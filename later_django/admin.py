@@ -5,6 +5,11 @@ Every changelist reads bounded pages: counts stop at ``CappedPaginator.cap``
 offers the configured namespaces instead of scanning for distinct values.
 Changes go through the dashboard's actions, which call the engine; these
 tables are never edited by hand.
+
+The admin index lists the dashboard and jobs only. The engine's internal
+tables join them when ``LATER_ADMIN_INTERNAL_TABLES`` is True; their
+changelists are registered either way, so the setting is read per request
+(``override_settings`` works) and bookmarked URLs keep working.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from django.urls import reverse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
+from .conf import later_settings
 from .dashboard.entry import Dashboard, DashboardAdmin
 from .models import (
     DeliveryCommand,
@@ -118,6 +124,16 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class InternalTableAdmin(ReadOnlyAdmin):
+    """An engine table: on the admin index only with LATER_ADMIN_INTERNAL_TABLES."""
+
+    def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
+        # The index and the sidebar list a model only when one of these is True.
+        if not later_settings.admin_internal_tables:
+            return {}
+        return super().get_model_perms(request)
+
+
 @admin.register(JobIndexRow)
 class JobIndexRowAdmin(ReadOnlyAdmin):
     list_display = (
@@ -148,13 +164,13 @@ class JobIndexRowAdmin(ReadOnlyAdmin):
 
 
 @admin.register(StageCount)
-class StageCountAdmin(ReadOnlyAdmin):
+class StageCountAdmin(InternalTableAdmin):
     list_display = ("namespace", "stage", "count")
     ordering = ("namespace", "stage")
 
 
 @admin.register(DeliveryCommand)
-class DeliveryCommandAdmin(ReadOnlyAdmin):
+class DeliveryCommandAdmin(InternalTableAdmin):
     list_display = (
         "job_id",
         "queue_name",
@@ -168,43 +184,43 @@ class DeliveryCommandAdmin(ReadOnlyAdmin):
 
 
 @admin.register(JobExecution)
-class JobExecutionAdmin(ReadOnlyAdmin):
+class JobExecutionAdmin(InternalTableAdmin):
     list_display = ("job_id", "owner", "epoch", "started_at", "lease_expires_at", "namespace")
     ordering = ("-id",)
 
 
 @admin.register(Topic)
-class TopicAdmin(ReadOnlyAdmin):
+class TopicAdmin(InternalTableAdmin):
     list_display = ("name", "partition_count", "created_at", "namespace")
     ordering = ("namespace", "name")
 
 
 @admin.register(PartitionSequence)
-class PartitionSequenceAdmin(ReadOnlyAdmin):
+class PartitionSequenceAdmin(InternalTableAdmin):
     list_display = ("topic", "partition", "next_sequence", "namespace")
     ordering = ("namespace", "topic", "partition")
 
 
 @admin.register(PartitionHead)
-class PartitionHeadAdmin(ReadOnlyAdmin):
+class PartitionHeadAdmin(InternalTableAdmin):
     list_display = ("topic", "partition", "sequence", "job_id", "available_at", "namespace")
     ordering = ("namespace", "topic", "partition")
 
 
 @admin.register(PartitionLease)
-class PartitionLeaseAdmin(ReadOnlyAdmin):
+class PartitionLeaseAdmin(InternalTableAdmin):
     list_display = ("topic", "partition", "owner", "epoch", "expires_at", "namespace")
     ordering = ("namespace", "topic", "partition")
 
 
 @admin.register(PartitionJob)
-class PartitionJobAdmin(ReadOnlyAdmin):
+class PartitionJobAdmin(InternalTableAdmin):
     list_display = ("topic", "partition", "sequence", "job_id", "available_at", "namespace")
     ordering = ("-id",)
 
 
 @admin.register(Worker)
-class WorkerAdmin(ReadOnlyAdmin):
+class WorkerAdmin(InternalTableAdmin):
     list_display = (
         "worker_id",
         "hostname",
@@ -218,13 +234,13 @@ class WorkerAdmin(ReadOnlyAdmin):
 
 
 @admin.register(LogPartition)
-class LogPartitionAdmin(ReadOnlyAdmin):
+class LogPartitionAdmin(InternalTableAdmin):
     list_display = ("topic", "partition", "next_offset", "namespace")
     ordering = ("namespace", "topic", "partition")
 
 
 @admin.register(LogRecord)
-class LogRecordAdmin(ReadOnlyAdmin):
+class LogRecordAdmin(InternalTableAdmin):
     list_display = ("topic", "partition", "offset", "key_preview", "payload_size", "appended_at")
     ordering = ("-id",)
 
@@ -240,18 +256,18 @@ class LogRecordAdmin(ReadOnlyAdmin):
 
 
 @admin.register(LogConsumerOffset)
-class LogConsumerOffsetAdmin(ReadOnlyAdmin):
+class LogConsumerOffsetAdmin(InternalTableAdmin):
     list_display = ("group", "topic", "partition", "next_offset", "updated_at", "namespace")
     ordering = ("namespace", "group", "topic", "partition")
 
 
 @admin.register(LogConsumerMember)
-class LogConsumerMemberAdmin(ReadOnlyAdmin):
+class LogConsumerMemberAdmin(InternalTableAdmin):
     list_display = ("group", "member_id", "joined_at", "heartbeat_at", "namespace")
     ordering = ("namespace", "group", "member_id")
 
 
 @admin.register(LogConsumerLease)
-class LogConsumerLeaseAdmin(ReadOnlyAdmin):
+class LogConsumerLeaseAdmin(InternalTableAdmin):
     list_display = ("group", "topic", "partition", "owner", "epoch", "expires_at", "namespace")
     ordering = ("namespace", "group", "topic", "partition")

@@ -176,6 +176,11 @@ class LaterBackend(BaseTaskBackend):
                     id="later.E004",
                 )
             )
+        elif connection.vendor == "postgresql":
+            from .checks import check_postgres_driver
+
+            driver = connection.Database.__name__  # type: ignore[attr-defined]
+            errors.extend(check_postgres_driver(self.later.database, driver))
         elif connection.vendor == "sqlite":
             mode = connection.settings_dict.get("OPTIONS", {}).get("transaction_mode")
             if mode != "IMMEDIATE":

@@ -86,3 +86,23 @@ def check_renewal(alias: str, lease_seconds: float) -> list[checks.CheckMessage]
             id="later.W002",
         )
     ]
+
+
+def check_postgres_driver(alias: str, driver: str) -> list[checks.CheckMessage]:
+    """Error (later.E005) when Django reaches PostgreSQL through a driver other than psycopg 3.
+
+    ``driver`` is the name of the module Django's PostgreSQL backend uses
+    (``connection.Database.__name__``): ``"psycopg"`` or ``"psycopg2"``. The
+    engine's wake-ups, prepared statements and error codes need psycopg 3.
+    """
+    if driver == "psycopg":
+        return []
+    return [
+        checks.Error(
+            f"Database {alias!r} is PostgreSQL through {driver!r}; later_django needs "
+            "psycopg 3 (pip install later-django[postgres]).",
+            hint="Install psycopg 3: Django's PostgreSQL backend prefers it to psycopg2 "
+            "when both are installed.",
+            id="later.E005",
+        )
+    ]

@@ -86,6 +86,14 @@ SETTINGS: dict[str, Setting] = {
             "Bearer token that opens the Prometheus metrics view to a scraper; None lets only "
             "staff users in.",
         ),
+        Setting(
+            "LATER_ADMIN_INTERNAL_TABLES",
+            False,
+            bool,
+            None,
+            "Whether the admin index lists the engine's internal tables (delivery queue, "
+            "leases, topics, workers, the retained log) beside the dashboard and jobs.",
+        ),
     ]
 }
 
@@ -133,6 +141,10 @@ class LaterSettings:
     def metrics_token(self) -> str | None:
         value = self._get("LATER_METRICS_TOKEN")
         return value if isinstance(value, str) and value else None
+
+    @property
+    def admin_internal_tables(self) -> bool:
+        return bool(self._get("LATER_ADMIN_INTERNAL_TABLES"))
 
 
 later_settings = LaterSettings()

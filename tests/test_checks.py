@@ -8,7 +8,7 @@ from django.tasks import task_backends
 from django.tasks.checks import check_tasks
 from django.test import override_settings
 
-from later_django.checks import check_later_settings
+from later_django.checks import check_later_settings, check_postgres_driver
 
 BACKEND = "later_django.backend.LaterBackend"
 FROM_1 = "it must be a number of seconds from 1 to 3155760000 (100 years)."
@@ -243,6 +243,11 @@ BAD_SETTINGS = [
         b"secret",
         "LATER_METRICS_TOKEN is b'secret'; it must be None or a non-empty string.",
     ),
+    (
+        "LATER_ADMIN_INTERNAL_TABLES",
+        "yes",
+        "LATER_ADMIN_INTERNAL_TABLES is 'yes'; it must be bool.",
+    ),
 ]
 
 
@@ -287,3 +292,24 @@ def test_a_heartbeat_longer_than_a_third_of_the_lease_is_warning_w002():
 def test_a_heartbeat_of_a_third_of_the_lease_passes_every_later_check():
     with override_settings(TASKS=tasks_with({"lease_seconds": 3}), LATER_HEARTBEAT_INTERVAL=1):
         assert later_messages() == []
+
+
+def test_postgresql_through_psycopg2_is_error_e005():
+    [error] = check_postgres_driver("default", "psycopg2")
+    assert error.id == "later.E005"
+    assert error.msg == (
+        "Database 'default' is PostgreSQL through 'psycopg2'; later_django needs psycopg 3 "
+        "(pip install later-django[postgres])."
+    )
+
+
+def test_postgresql_through_psycopg_3_passes():
+    assert check_postgres_driver("default", "psycopg") == []
+
+
+def test_the_real_connection_passes_the_driver_check(vendor):
+    # On PostgreSQL this runs check_postgres_driver on the driver Django really uses.
+    messages = task_backends["default"].check()
+    assert "later.E005" not in [m.id for m in messages]
+    if vendor == "postgresql":
+        assert connection.Database.__name__ == "psycopg"

@@ -171,6 +171,7 @@ class Worker:
         self.signals = 0
         self.drain_deadline = 0.0
         self.started_at = timezone.now()
+        self.seconds = 0.0  # how long run() ran, once it has returned
         # Beyond the busy slots, the reserve waits in the inbox: none until the
         # first jobs finish and show how long jobs take (see HOLD_SECONDS).
         self.reserve = 0  # under lock
@@ -226,6 +227,7 @@ class Worker:
                 listener.stop()
             self._flush_metrics()
             limit_idle_transactions(self.using, None)
+            self.seconds = time.monotonic() - began
             logger.info(
                 "worker stopped id=%s claimed=%s succeeded=%s failed=%s retried=%s released=%s "
                 "fenced=%s seconds=%.1f",
@@ -236,7 +238,7 @@ class Worker:
                 self.counts[RETRY],
                 self.counts[RELEASE],
                 self.counts["fenced"],
-                time.monotonic() - began,
+                self.seconds,
             )
         return 0
 

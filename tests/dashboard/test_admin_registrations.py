@@ -124,3 +124,25 @@ def test_a_stage_filtered_job_changelist_is_newest_transition_first(superuser_cl
         reverse("admin:later_jobindexrow_changelist"), {"stage__exact": "failed"}
     )
     assert [r.job_id for r in response.context["cl"].result_list] == [newer.job_id, older.job_id]
+
+
+INTERNAL = [name for name in REGISTERED if name != "jobindexrow"]
+
+
+def index_links(client) -> str:
+    return client.get(reverse("admin:index")).content.decode()
+
+
+@pytest.mark.parametrize("shown", [False, True])
+def test_the_admin_index_lists_internal_tables_only_with_the_setting(superuser_client, shown):
+    with override_settings(LATER_ADMIN_INTERNAL_TABLES=shown):
+        html = index_links(superuser_client)
+    for name in ["dashboard", "jobindexrow"]:
+        assert f'href="{reverse(f"admin:later_{name}_changelist")}"' in html
+    listed = [n for n in INTERNAL if f'href="{reverse(f"admin:later_{n}_changelist")}"' in html]
+    assert listed == (INTERNAL if shown else [])
+
+
+def test_hidden_internal_tables_keep_their_changelist_urls(superuser_client):
+    response = superuser_client.get(reverse("admin:later_stagecount_changelist"))
+    assert response.status_code == 200

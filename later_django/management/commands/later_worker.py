@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from io import TextIOBase
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from later_django.exceptions import LaterError
+from later_django.worker.outcomes import FAILED, RELEASE, RETRY, SUCCESS
 from later_django.worker.runner import DEFAULT_CONCURRENCY, Worker, WorkerConfig
+
+logger = logging.getLogger(__name__)
+
+# Django's --verbosity, as a level of the later_django logger.
+VERBOSITY_LEVELS = {0: logging.ERROR, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
+CONSOLE_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# How long a code change waits, beyond --shutdown-timeout, for the worker to stop.
+RELOAD_GRACE = 10.0
 
 
 def _positive_int(value: str) -> int:
@@ -46,8 +61,55 @@ def _health_file(value: str) -> str:
     return value
 
 
+@contextlib.contextmanager
+def console_logging(stream: TextIOBase, verbosity: int | None) -> Iterator[None]:
+    """Show the ``later_django`` log on ``stream`` unless the project's LOGGING shows it.
+
+    ``verbosity`` is None when --verbosity was not given: the project's own
+    level then stands. The logger is restored on exit.
+    """
+    package = logging.getLogger("later_django")
+    saved_level = package.level
+    handler = None
+    if not package.hasHandlers():
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter(CONSOLE_FORMAT))
+        package.addHandler(handler)
+        package.setLevel(VERBOSITY_LEVELS[1 if verbosity is None else verbosity])
+    elif verbosity is not None:
+        package.setLevel(VERBOSITY_LEVELS[verbosity])
+    try:
+        yield
+    finally:
+        if handler is not None:
+            package.removeHandler(handler)
+        package.setLevel(saved_level)
+
+
+def summary(counts: Counter[str], seconds: float) -> str:
+    """One line saying how many jobs ran and how they ended."""
+    ran = counts[SUCCESS] + counts[FAILED] + counts[RETRY]
+    endings = [
+        f"{counts[SUCCESS]} succeeded",
+        f"{counts[FAILED]} failed",
+        f"{counts[RETRY]} retried",
+    ]
+    if counts[RELEASE]:
+        endings.append(f"{counts[RELEASE]} released")
+    if counts["fenced"]:
+        endings.append(f"{counts['fenced']} fenced")
+    jobs = "job" if ran == 1 else "jobs"
+    return f"later_worker: {ran} {jobs} in {seconds:.1f} s ({', '.join(endings)})"
+
+
 class Command(BaseCommand):
     help = "Run background jobs of a later_django task backend."
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        # None tells "not given" from 1, so the project's LOGGING level stands unless asked.
+        parser.set_defaults(verbosity=None)
+        return parser
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--backend", default="default", help="TASKS alias (default: default).")
@@ -76,6 +138,11 @@ class Command(BaseCommand):
             default=30.0,
             help="Seconds running jobs get to finish after the first SIGINT/SIGTERM (default 30).",
         )
+        parser.add_argument(
+            "--reload",
+            action="store_true",
+            help="Restart the worker when Python code changes. For development only.",
+        )
 
         parser.add_argument(
             "--health-file",
@@ -86,8 +153,20 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["reload"] and (options["burst"] or options["max_jobs"] is not None):
+            raise CommandError(
+                "--reload cannot be combined with --burst or --max-jobs: a worker that exits "
+                "on its own has nothing to restart."
+            )
+        with console_logging(self.stdout, options["verbosity"]):
+            if options["reload"]:
+                self.run_reloading(options)
+            else:
+                self.run_worker(self.build(options, install_signal_handlers=True), options)
+
+    def build(self, options: dict[str, Any], install_signal_handlers: bool) -> Worker:
         try:
-            worker = Worker(
+            return Worker(
                 WorkerConfig(
                     backend=options["backend"],
                     concurrency=options["concurrency"],
@@ -96,8 +175,47 @@ class Command(BaseCommand):
                     max_jobs=options["max_jobs"],
                     shutdown_timeout=options["shutdown_timeout"],
                     health_file=options["health_file"],
+                    install_signal_handlers=install_signal_handlers,
                 )
             )
         except LaterError as e:
             raise CommandError(str(e)) from e
-        worker.run()
+
+    def run_worker(self, worker: Worker, options: dict[str, Any]) -> None:
+        try:
+            worker.run()
+        finally:
+            if options["verbosity"] != 0:
+                self.stdout.write(summary(worker.counts, worker.seconds))
+
+    def run_reloading(self, options: dict[str, Any]) -> None:
+        """Run the worker under Django's autoreloader, as ``runserver`` runs its server.
+
+        The reloader's process runs the worker in a thread and watches the code
+        in its main thread, so the worker installs no signal handlers there. A
+        code change stops the worker as a first signal would (running jobs get
+        --shutdown-timeout, then are released) before the process restarts.
+        """
+        from django.utils import autoreload
+
+        current: dict[str, Any] = {}
+
+        def main() -> None:
+            try:
+                worker = self.build(options, install_signal_handlers=False)
+            except CommandError as e:
+                # Like runserver with a broken module: wait for the code to be fixed.
+                logger.error("cannot start the worker: %s Waiting for a code change.", e)
+                return
+            current["worker"], current["thread"] = worker, threading.current_thread()
+            self.run_worker(worker, options)
+
+        def on_change(sender: Any, file_path: Any, **kwargs: Any) -> None:
+            logger.info("%s changed; restarting the worker", file_path)
+            worker, thread = current.get("worker"), current.get("thread")
+            if worker is not None and thread is not None:
+                worker.request_stop()
+                thread.join(options["shutdown_timeout"] + RELOAD_GRACE)
+
+        autoreload.file_changed.connect(on_change, weak=False, dispatch_uid="later_worker")
+        autoreload.run_with_reloader(main)
