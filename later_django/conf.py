@@ -86,6 +86,15 @@ SETTINGS: dict[str, Setting] = {
             "Bearer token that opens the Prometheus metrics view to a scraper; None lets only "
             "staff users in.",
         ),
+        Setting(
+            "LATER_REDACT",
+            None,
+            (str, type(None)),
+            None,
+            "Dotted path of a callable redact(task_path, args, kwargs) -> (args, kwargs) that the "
+            "dashboard and admin call before showing a job's or schedule's arguments; None shows "
+            "them as stored.",
+        ),
     ]
 }
 
@@ -132,6 +141,11 @@ class LaterSettings:
     @property
     def metrics_token(self) -> str | None:
         value = self._get("LATER_METRICS_TOKEN")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def redact(self) -> str | None:
+        value = self._get("LATER_REDACT")
         return value if isinstance(value, str) and value else None
 
 
