@@ -47,7 +47,7 @@ def redact(task_path: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[lis
 
 
 def broken_redact(task_path: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    raise RuntimeError(f"cannot redact {args!r}")
+    raise RuntimeError("cannot redact")
 
 
 @pytest.fixture
@@ -163,7 +163,7 @@ def test_a_failing_redaction_hides_every_argument_and_is_logged(root_client, cap
     assert "LATER_REDACT callable tests.dashboard.test_redaction.broken_redact failed" in (
         failures[0].getMessage()
     )
-    assert SECRET not in caplog.text.replace(repr([SECRET]), "")  # only the error's own text
+    assert SECRET not in caplog.text
 
 
 @pytest.mark.django_db
