@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.utils.module_loading import import_string
 
 from .conf import SETTINGS
 
@@ -32,6 +33,9 @@ def check_later_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
             ok = bool(value)
         if ok and value is not None and setting.minimum is not None:
             ok = value >= setting.minimum
+        if ok and setting.name in CALLABLE_SETTINGS and value is not None:
+            errors += _check_callable(setting.name, value, setting.help)
+            continue
         if not ok:
             allowed = _allowed(kinds)
             errors.append(
@@ -44,6 +48,29 @@ def check_later_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
                 )
             )
     return errors
+
+
+CALLABLE_SETTINGS = frozenset({"LATER_REDACT"})
+
+
+def _check_callable(name: str, value: str, help_text: str) -> list[checks.CheckMessage]:
+    """later.E001 unless ``value`` is the dotted path of something importable and callable."""
+    try:
+        found = import_string(value)
+    except Exception as e:  # noqa: BLE001  (a module can raise anything while it imports)
+        why = f"importing it fails ({type(e).__name__}: {e})"
+    else:
+        if callable(found):
+            return []
+        why = f"it names a {type(found).__name__}, which is not callable"
+    return [
+        checks.Error(
+            f"{name} is {value!r}; it must be the dotted path of an importable callable, "
+            f"but {why}.",
+            hint=help_text,
+            id="later.E001",
+        )
+    ]
 
 
 def _allowed(kinds: tuple[type, ...]) -> str:

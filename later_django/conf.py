@@ -94,6 +94,15 @@ SETTINGS: dict[str, Setting] = {
             "Whether the admin index lists the engine's internal tables (delivery queue, "
             "leases, topics, workers, the retained log) beside the dashboard and jobs.",
         ),
+        Setting(
+            "LATER_REDACT",
+            None,
+            (str, type(None)),
+            None,
+            "Dotted path of a callable redact(task_path, args, kwargs) -> (args, kwargs) that the "
+            "dashboard and admin call before showing a job's or schedule's arguments; None shows "
+            "them as stored.",
+        ),
     ]
 }
 
@@ -145,6 +154,11 @@ class LaterSettings:
     @property
     def admin_internal_tables(self) -> bool:
         return bool(self._get("LATER_ADMIN_INTERNAL_TABLES"))
+
+    @property
+    def redact(self) -> str | None:
+        value = self._get("LATER_REDACT")
+        return value if isinstance(value, str) and value else None
 
 
 later_settings = LaterSettings()

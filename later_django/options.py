@@ -25,11 +25,15 @@ class BackendOptions:
     max_attempts: int = 1
     backoff: backoff_module.BackoffPolicy = field(default_factory=backoff_module.Exponential)
     retention_seconds: float = 7 * DAY
-    topics: dict[str, int] = field(default_factory=dict)
+    topics: dict[str, int] = field(default_factory=dict)  # name: partition count
+    keep_last: dict[str, int] = field(
+        default_factory=dict
+    )  # name: finished jobs kept per partition
     schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-KNOWN = {f for f in BackendOptions.__dataclass_fields__}
+KNOWN = {f for f in BackendOptions.__dataclass_fields__} - {"keep_last"}
+TOPIC_KEYS = ("partitions", "keep_last")
 
 
 def _number(options: dict[str, Any], name: str, default: float, minimum: float) -> float:
@@ -57,6 +61,53 @@ def validate_name(kind: str, value: Any) -> str:
     return value
 
 
+def _whole(value: Any, low: int, high: int | None = None) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and low <= value
+        and (high is None or value <= high)
+    )
+
+
+def _topics(topics: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """Partition counts and history bounds from ``{name: count}`` or ``{name: {...}}``."""
+    if not isinstance(topics, dict):
+        raise InvalidArgument(
+            f"OPTIONS['topics'] is {topics!r}; it must be a dict of name: partition count "
+            "(or name: {'partitions': count, 'keep_last': n})."
+        )
+    counts: dict[str, int] = {}
+    bounds: dict[str, int] = {}
+    for name, spec in topics.items():
+        validate_name("Topic name", name)
+        where = f"OPTIONS['topics'][{name!r}]"
+        if isinstance(spec, dict):
+            unknown = sorted(set(spec) - set(TOPIC_KEYS), key=repr)
+            if unknown or "partitions" not in spec:
+                raise InvalidArgument(
+                    f"{where} is {spec!r}; a topic's dict takes 'partitions' (required) and "
+                    "'keep_last'."
+                )
+            count, bound = spec["partitions"], spec.get("keep_last")
+            where += "['partitions']"
+            if bound is not None and not _whole(bound, 1):
+                raise InvalidArgument(
+                    f"OPTIONS['topics'][{name!r}]['keep_last'] is {bound!r}; it must be a whole "
+                    "number >= 1 (finished jobs kept per partition), or None to keep them all."
+                )
+        else:
+            count, bound = spec, None
+        if not _whole(count, 1, 4096):
+            raise InvalidArgument(
+                f"{where} is {count!r}; it must be a whole number of partitions from 1 to 4096."
+            )
+        counts[name] = count
+        if bound is not None:
+            bounds[name] = bound
+    return counts, bounds
+
+
 def parse(options: dict[str, Any]) -> BackendOptions:
     """Validate a backend alias's OPTIONS; raise InvalidArgument naming the bad value."""
     if not isinstance(options, dict):
@@ -72,16 +123,7 @@ def parse(options: dict[str, Any]) -> BackendOptions:
         raise InvalidArgument(
             f"OPTIONS['max_attempts'] is {max_attempts!r}; it must be a whole number >= 1."
         )
-    topics = options.get("topics", {})
-    if not isinstance(topics, dict):
-        raise InvalidArgument(f"OPTIONS['topics'] is {topics!r}; it must be a dict of name: count.")
-    for name, count in topics.items():
-        validate_name("Topic name", name)
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 4096:
-            raise InvalidArgument(
-                f"OPTIONS['topics'][{name!r}] is {count!r}; it must be a whole number "
-                "of partitions from 1 to 4096."
-            )
+    topics, keep_last = _topics(options.get("topics", {}))
     schedules = options.get("schedules", {})
     if not isinstance(schedules, dict):
         raise InvalidArgument(
@@ -99,7 +141,8 @@ def parse(options: dict[str, Any]) -> BackendOptions:
             options.get("backoff", "exponential"), field="OPTIONS['backoff']"
         ),
         retention_seconds=_number(options, "retention_seconds", 7 * DAY, 0.0),
-        topics=dict(topics),
+        topics=topics,
+        keep_last=keep_last,
         schedules=dict(schedules),
     )
 

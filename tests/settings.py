@@ -84,7 +84,15 @@ TASKS = {
         "OPTIONS": {
             "namespace": "tests",
             "lease_seconds": float(os.environ.get("LATER_TEST_LEASE_SECONDS", "2")),
-            "topics": {"orders": 8, "events": 4},
+            "topics": {
+                # A worker test bounds the history of "orders" through the environment.
+                "orders": (
+                    {"partitions": 8, "keep_last": int(os.environ["LATER_TEST_KEEP_LAST"])}
+                    if os.environ.get("LATER_TEST_KEEP_LAST")
+                    else 8
+                ),
+                "events": 4,
+            },
         },
     },
 }

@@ -95,6 +95,37 @@ BAD_OPTIONS = [
     ({"backoff": 5}, "OPTIONS['backoff'] is 5; it must be a policy name"),
     ({"lease": 30}, "OPTIONS has unknown key 'lease'; allowed keys are backoff, database"),
     ({"database": ""}, "OPTIONS['database'] is ''; it must be a DATABASES alias."),
+    (
+        {"topics": {"orders": {"partitions": 8, "keep_last": 0}}},
+        "OPTIONS['topics']['orders']['keep_last'] is 0; it must be a whole number >= 1 "
+        "(finished jobs kept per partition), or None to keep them all.",
+    ),
+    (
+        {"topics": {"orders": {"partitions": 8, "keep_last": 2.5}}},
+        "OPTIONS['topics']['orders']['keep_last'] is 2.5; it must be a whole number >= 1",
+    ),
+    (
+        {"topics": {"orders": {"partitions": 8, "keep_last": True}}},
+        "OPTIONS['topics']['orders']['keep_last'] is True; it must be a whole number >= 1",
+    ),
+    (
+        {"topics": {"orders": {"partitions": 0, "keep_last": 5}}},
+        "OPTIONS['topics']['orders']['partitions'] is 0; it must be a whole number of "
+        "partitions from 1 to 4096.",
+    ),
+    (
+        {"topics": {"orders": {"keep_last": 5}}},
+        "OPTIONS['topics']['orders'] is {'keep_last': 5}; a topic's dict takes 'partitions' "
+        "(required) and 'keep_last'.",
+    ),
+    (
+        {"topics": {"orders": {"partitions": 8, "keep": 5}}},
+        "OPTIONS['topics']['orders'] is {'partitions': 8, 'keep': 5}; a topic's dict takes",
+    ),
+    (
+        {"topics": {"orders": 0}},
+        "OPTIONS['topics']['orders'] is 0; it must be a whole number of partitions from 1 to 4096.",
+    ),
 ]
 
 
@@ -134,6 +165,19 @@ def test_every_documented_option_is_accepted():
     assert later.lease_seconds == 10.0
     assert later.max_attempts == 5
     assert later.retention_seconds == 0.0
+
+
+def test_a_topic_takes_a_partition_count_or_a_dict_with_keep_last():
+    topics = {
+        "orders": {"partitions": 8, "keep_last": 1000},
+        "events": 4,
+        "audit": {"partitions": 2, "keep_last": None},
+    }
+    with override_settings(TASKS=tasks_with({"topics": topics})):
+        assert later_messages() == []
+        later = task_backends["default"].later
+    assert later.topics == {"orders": 8, "events": 4, "audit": 2}
+    assert later.keep_last == {"orders": 1000}
 
 
 def test_options_default_to_the_documented_values():

@@ -13,8 +13,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from later_django.models import DeliveryCommand, PartitionHead, PartitionJob
-from later_django.topics import upkeep
+from later_django.models import DeliveryCommand, JobIndexRow, PartitionHead, PartitionJob
+from later_django.topics import history, upkeep
 from later_django.worker import leases
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,3 +96,41 @@ def test_truncation_reads_only_the_rows_below_each_head():
         assert "SEARCH j USING" in plan, plan
         assert "SCAN j" not in plan, plan
     assert PartitionJob.objects.count() == 5000  # nothing lay behind a head
+
+
+def test_history_trim_skips_the_kept_rows_through_the_finished_jobs_index():
+    now = timezone.now()
+    JobIndexRow.objects.bulk_create(
+        JobIndexRow(
+            namespace="tests",
+            job_id=f"{n:026d}",
+            task_path="shop.tasks.step",
+            queue_name="default",
+            stage="success" if n < 2000 else "enqueued",
+            enqueued_at=now,
+            transitioned_at=now,
+            topic="orders",
+            partition=n % 4,
+            sequence=n // 4 + 1,
+        )
+        for n in range(10000)
+    )
+
+    plan = plan_of(
+        lambda: history.trim_partition(
+            "tests", "orders", 1, keep_last=100, batch=50, using="default"
+        ),
+        "later_jobs_index",
+    )
+
+    # The queued rows (newest sequences) are not in the index, so skipping the kept
+    # finished rows never walks past them.
+    if connection.vendor == "postgresql":
+        assert "later_jobsindex_done_idx" in plan, plan
+        assert "Seq Scan on later_jobs_index" not in plan, plan
+    else:
+        assert "USING INDEX later_jobsindex_done_idx" in plan or (
+            "USING COVERING INDEX later_jobsindex_done_idx" in plan
+        ), plan
+        assert "SCAN later_jobs_index\n" not in plan + "\n", plan
+    assert JobIndexRow.objects.filter(partition=1, stage="success").count() == 500 - 50

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 
 def pretty(value: Any) -> str:
@@ -15,6 +16,47 @@ def pretty(value: Any) -> str:
         return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=repr)
     except (TypeError, ValueError):
         return repr(value)
+
+
+VALUE_CHARS = 2_000
+TRACEBACK_LINES = 100
+TRACEBACK_CHARS = 10_000
+
+
+@dataclass(frozen=True)
+class Clipped:
+    """A text as a page shows it, and what was left out of it ("" when nothing was)."""
+
+    text: str
+    cut: str = ""
+
+
+def clip(
+    text: str, *, chars: int, lines: int | None = None, keep: Literal["head", "tail"] = "head"
+) -> Clipped:
+    """Keep at most ``lines`` lines and ``chars`` characters of ``text``, from its start or end.
+
+    A traceback keeps its end, where the exception is; values keep their start.
+    """
+    shown = text
+    if lines is not None:
+        parts = shown.splitlines(keepends=True)
+        if len(parts) > lines:
+            shown = "".join(parts[-lines:] if keep == "tail" else parts[:lines])
+    if len(shown) > chars:
+        shown = shown[-chars:] if keep == "tail" else shown[:chars]
+    if shown == text:
+        return Clipped(text)
+    where = "first" if keep == "tail" else "last"
+    cut_chars = len(text) - len(shown)
+    cut_lines = len(text.splitlines()) - len(shown.splitlines())
+    if lines is not None and cut_lines > 0:
+        return Clipped(
+            shown,
+            f"The {where} {cut_lines:,} of {len(text.splitlines()):,} lines "
+            f"({cut_chars:,} characters) are not shown.",
+        )
+    return Clipped(shown, f"The {where} {cut_chars:,} of {len(text):,} characters are not shown.")
 
 
 HEX_PREVIEW_BYTES = 64

@@ -19,7 +19,7 @@ from django.utils import timezone
 from .. import jobs as engine
 from ..exceptions import JobNotFound
 from ..models import Stage
-from . import charts, listing, permissions, present, topics
+from . import charts, listing, permissions, present, redaction, topics
 from . import overview as overview_reads
 from . import schedules as schedule_reads
 from .links import Links
@@ -219,6 +219,8 @@ def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
         for action in STAGE_ACTIONS.get(record.stage, ())
         if action in allowed and not (action == "retry" and record.decode_error)
     ]
+    full = set(request.GET.get("full", "").split(",")) & FULL_PARTS
+    shown = redaction.redacted(record.task_path, record.args, record.kwargs)
     return page(
         request,
         site,
@@ -227,9 +229,19 @@ def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
         f"Job {job_id}",
         job=record,
         row=row,
-        args_text=present.pretty(record.args),
-        kwargs_text=present.pretty(record.kwargs),
-        return_text=present.pretty(record.return_value),
+        arguments_hidden=shown.hidden,
+        args_text=_clipped(present.pretty(shown.args), "args" in full),
+        kwargs_text=_clipped(present.pretty(shown.kwargs), "args" in full),
+        return_text=_clipped(present.pretty(record.return_value), "return" in full),
+        reason_text=_clipped(record.cancel_reason or "", "reason" in full),
+        errors=[
+            (error, _clipped(error.traceback or "", "errors" in full, traceback=True))
+            for error in record.errors
+        ],
+        full_urls={
+            part: links.url("job", job_id, full=",".join(sorted(full | {part})))
+            for part in FULL_PARTS
+        },
         stored_bytes=present.hex_preview(record.record.original_bytes),
         stage_url=links.jobs(record.stage),
         parent_url=links.job(record.parent_id) if record.parent_id else None,
@@ -250,6 +262,20 @@ def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
         ),
         actions=actions,
     )
+
+
+FULL_PARTS = frozenset({"args", "return", "errors", "reason"})
+
+
+def _clipped(text: str, whole: bool, *, traceback: bool = False) -> present.Clipped:
+    """``text`` cut for the job page unless ``?full=`` asked for it whole."""
+    if whole:
+        return present.Clipped(text)
+    if traceback:
+        return present.clip(
+            text, chars=present.TRACEBACK_CHARS, lines=present.TRACEBACK_LINES, keep="tail"
+        )
+    return present.clip(text, chars=present.VALUE_CHARS)
 
 
 @viewer_required
@@ -288,13 +314,18 @@ def schedule_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
         rows=[
             (
                 r,
-                present.call(r.schedule.args, r.schedule.kwargs),
+                _call(r.schedule.task_path, r.schedule.args, r.schedule.kwargs),
                 links.job(r.schedule.last_job_id) if r.schedule.last_job_id else None,
             )
             for r in rows
         ],
         more=more,
     )
+
+
+def _call(task_path: str, args: list[Any], kwargs: dict[str, Any]) -> str:
+    shown = redaction.redacted(task_path, args, kwargs)
+    return shown.hidden or present.call(shown.args, shown.kwargs)
 
 
 @viewer_required

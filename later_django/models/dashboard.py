@@ -92,6 +92,12 @@ class JobIndexRow(models.Model):
                 name="later_jobsindex_part_idx",
                 condition=Q(topic__isnull=False),
             ),
+            # finished jobs of a partition beyond its newest keep_last (topics/history.py)
+            models.Index(
+                fields=["namespace", "topic", "partition", "sequence"],
+                name="later_jobsindex_done_idx",
+                condition=Q(topic__isnull=False, stage__in=["success", "failed", "cancelled"]),
+            ),
             # continuations waiting on a parent
             models.Index(
                 fields=["namespace", "parent_job_id"],

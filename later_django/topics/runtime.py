@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..conf import later_settings
 from ..db import retrying
-from . import upkeep
+from . import history, upkeep
 from .assignment import Assignment
 from .claiming import PartitionClaimed, claim_heads
 from .registry import register_topics
@@ -39,6 +39,7 @@ class _State:
     turn: int = 0
     none_due_at: float | None = None  # when the last look that found no head to claim began
     hint_at: float = 0.0  # when an ordered job's outcome was last stored
+    history_after: tuple[str, int] | None = None  # the last partition trimmed, if a turn ran out
 
 
 _states: weakref.WeakKeyDictionary[Worker, _State] = weakref.WeakKeyDictionary()
@@ -144,7 +145,8 @@ def heartbeat(worker: Worker) -> None:
 
 
 def duties(services: Services) -> None:
-    """Truncate rows behind heads and heal headless partitions, once per heartbeat interval."""
+    """Truncate rows behind heads and heal headless partitions, once per heartbeat interval;
+    trim the history of topics with ``keep_last`` once per sweep interval."""
     if not services.due("partitions", later_settings.heartbeat_interval):
         return
     worker = services.worker
@@ -154,3 +156,24 @@ def duties(services: Services) -> None:
     if removed or healed:
         logger.info("partitions tidied namespace=%s truncated=%s healed=%s", ns, removed, healed)
         worker.wake.set()
+    keep_last = worker.backend.later.keep_last
+    if keep_last and services.due("partition history", later_settings.sweep_interval):
+        trim_history(worker, keep_last)
+
+
+def trim_history(worker: Worker, keep_last: dict[str, int]) -> None:
+    """Delete finished jobs beyond each bounded topic's ``keep_last``, a bounded turn at a time."""
+    state = _state(worker)
+    deleted, state.history_after = retrying(
+        lambda: history.trim(
+            worker.namespace,
+            keep_last,
+            state.history_after,
+            batch=later_settings.sweep_batch,
+            using=worker.using,
+        ),
+        what="partition history",
+        using=worker.using,
+    )
+    if deleted:
+        logger.info("partition history trimmed namespace=%s deleted=%s", worker.namespace, deleted)

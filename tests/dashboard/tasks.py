@@ -11,3 +11,19 @@ def explode(message):
 @task
 def echo(value):
     return value
+
+
+@task
+def keep_quiet(secret, *, token=None):
+    """Succeeds without returning or raising anything derived from its arguments."""
+    return "done"
+
+
+@task
+def fail_quietly(secret, *, token=None):
+    raise ValueError("no luck")
+
+
+@task(topic="orders")
+def ordered(key, secret):
+    return "done"

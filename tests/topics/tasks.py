@@ -94,3 +94,8 @@ def long_first_run(context, key, seconds):
     if context.epoch == 1:
         time.sleep(seconds)
     return context.epoch
+
+
+@task(topic="events")
+def event(key, n):
+    return n
