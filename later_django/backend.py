@@ -25,6 +25,7 @@ from .enqueue import NewJob, insert_jobs
 from .exceptions import InvalidArgument, InvalidCall
 from .records import JobRecord, check_arguments, new_job_id, to_micros
 from .results import UnavailableTask, load_result
+from .states import STATUS, Stage
 from .topics.enqueueing import insert_with_partitions, route_fields, validate_routing
 
 
@@ -285,16 +286,14 @@ class LaterBackend(BaseTaskBackend):
             parent_id=task.after if isinstance(task, LaterTask) else None,
             **route_fields(self, task),
         )
-        stage = "delayed" if run_at > now else "enqueued"
+        stage = Stage.DELAYED if run_at > now else Stage.ENQUEUED
         return NewJob(record=record, stage=stage, run_at=run_at, enqueued_at=now)
 
     def _result_for(self, task: Task, job: NewJob) -> TaskResult:
-        from django.tasks import TaskResultStatus
-
         result: TaskResult = TaskResult(
             task=task,
             id=job.record.id,
-            status=TaskResultStatus.FAILED if job.stage == "cancelled" else TaskResultStatus.READY,
+            status=STATUS[job.stage],
             enqueued_at=job.enqueued_at,
             started_at=None,
             last_attempted_at=None,

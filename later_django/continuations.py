@@ -31,12 +31,12 @@ from .enqueue import NewJob, insert_jobs
 from .exceptions import InvalidArgument, InvalidTransition, JobNotFound, PayloadDecodeError
 from .records import JobRecord, job_key, to_micros
 from .schedules import SCHEDULES_TOPIC
+from .states import UNFINISHED, UNSUCCESSFUL, Stage
 
 if TYPE_CHECKING:
     from .backend import LaterBackend
 
-PENDING = ("delayed", "waiting", "enqueued", "running", "requeued")
-ENDED_BADLY = ("failed", "cancelled")
+_WAITING, _CANCELLED = f"'{Stage.WAITING}'", f"'{Stage.CANCELLED}'"
 
 
 def cancel_reason(parent_id: str, parent_stage: str) -> str:
@@ -113,11 +113,11 @@ def _insert(
     for job in jobs:
         assert job.record.parent_id is not None
         stage, topic, partition = parents[job.record.parent_id]
-        if stage == "success":
-            job.stage = "delayed" if job.run_at > now else "enqueued"
+        if stage == Stage.SUCCESS:
+            job.stage = Stage.DELAYED if job.run_at > now else Stage.ENQUEUED
         else:
-            job.stage = "waiting"
-            if stage in ENDED_BADLY:
+            job.stage = Stage.WAITING
+            if stage in UNSUCCESSFUL:
                 doomed[job.record.id] = cancel_reason(job.record.parent_id, stage)
                 continue
         if topic == SCHEDULES_TOPIC and job.record.topic is None:
@@ -134,7 +134,7 @@ def _insert(
         _cancel(cursor, namespace, doomed, now, expire_at)
         for job in jobs:
             if job.record.id in doomed:
-                job.stage = "cancelled"
+                job.stage = Stage.CANCELLED
                 job.record.cancel_reason = doomed[job.record.id]
 
 
@@ -157,7 +157,7 @@ def settle(
     if succeeded:
         release_children(cursor, namespace, succeeded, now)
     if failed:
-        cancel_descendants(cursor, namespace, failed, "failed", now, expire_at)
+        cancel_descendants(cursor, namespace, failed, Stage.FAILED, now, expire_at)
 
 
 def release_children(cursor: Any, namespace: str, parents: list[str], now: datetime) -> list[str]:
@@ -170,9 +170,9 @@ def release_children(cursor: Any, namespace: str, parents: list[str], now: datet
     stamp = to_db(connection, now)
     cursor.execute(
         "UPDATE later_jobs_index SET "
-        "stage = CASE WHEN run_at > %s THEN 'delayed' ELSE 'enqueued' END, "
+        f"stage = CASE WHEN run_at > %s THEN '{Stage.DELAYED}' ELSE '{Stage.ENQUEUED}' END, "
         "transitioned_at = %s, revision = revision + 1 "
-        f"WHERE namespace = %s AND stage = 'waiting' AND parent_job_id IN "
+        f"WHERE namespace = %s AND stage = {_WAITING} AND parent_job_id IN "
         f"({placeholders(len(parents))}) "
         "RETURNING job_id, stage, queue_name, priority, enqueued_at, topic",
         [stamp, stamp, namespace, *parents],
@@ -181,7 +181,7 @@ def release_children(cursor: Any, namespace: str, parents: list[str], now: datet
     commands = [
         (namespace, queue_name, job_id, priority, stamp, enqueued_at)
         for job_id, stage, queue_name, priority, enqueued_at, topic in released
-        if stage == "enqueued" and topic is None
+        if stage == Stage.ENQUEUED and topic is None
     ]
     if commands:
         cursor.executemany(
@@ -208,14 +208,14 @@ def cancel_descendants(
     while frontier:
         cursor.execute(
             "SELECT job_id, parent_job_id FROM later_jobs_index WHERE namespace = %s "
-            f"AND stage = 'waiting' AND parent_job_id IN ({placeholders(len(frontier))})"
+            f"AND stage = {_WAITING} AND parent_job_id IN ({placeholders(len(frontier))})"
             + (" FOR UPDATE" if is_postgres(connection) else ""),
             [namespace, *frontier],
         )
         children = {job_id: cancel_reason(parent, stage) for job_id, parent in cursor.fetchall()}
         frontier = _cancel(cursor, namespace, children, now, expire_at)
         cancelled += frontier
-        stage = "cancelled"
+        stage = Stage.CANCELLED
     return cancelled
 
 
@@ -229,8 +229,9 @@ def _cancel(
     ids = sorted(reasons)
     stamp, expiry = to_db(connection, now), to_db(connection, expire_at)
     cursor.execute(
-        "UPDATE later_jobs_index SET stage = 'cancelled', finished_at = %s, transitioned_at = %s, "
-        "date_expire = %s, revision = revision + 1 WHERE namespace = %s AND stage = 'waiting' "
+        f"UPDATE later_jobs_index SET stage = {_CANCELLED}, finished_at = %s, "
+        "transitioned_at = %s, date_expire = %s, revision = revision + 1 "
+        f"WHERE namespace = %s AND stage = {_WAITING} "
         f"AND job_id IN ({placeholders(len(ids))}) RETURNING job_id",
         [stamp, stamp, expiry, namespace, *ids],
     )
@@ -251,7 +252,7 @@ def _cancel(
             # The index row already says cancelled; an undecodable record only expires.
             updates.append((bytes(raw), expiry, namespace, key))
             continue
-        record.stage = "cancelled"
+        record.stage = Stage.CANCELLED
         record.cancel_reason = reasons[job_id]
         record.finished_at = to_micros(now)
         updates.append((record.encode(), expiry, namespace, key))
@@ -262,7 +263,7 @@ def _cancel(
     return done
 
 
-def stage_on_retry(namespace: str, record: JobRecord, *, using: str) -> str:
+def stage_on_retry(namespace: str, record: JobRecord, *, using: str) -> Stage:
     """The stage a retried continuation starts in: ``waiting`` while its parent is pending.
 
     Raises InvalidTransition when the parent failed or was cancelled: retry the
@@ -271,10 +272,10 @@ def stage_on_retry(namespace: str, record: JobRecord, *, using: str) -> str:
     assert record.parent_id is not None
     with connection_for(using).cursor() as cursor:
         found = _parent_rows(cursor, namespace, [record.parent_id], timezone.now())
-    stage = found.get(record.parent_id, ("success",))[0]
-    if stage in ENDED_BADLY:
+    stage = found.get(record.parent_id, (Stage.SUCCESS,))[0]
+    if stage in UNSUCCESSFUL:
         raise InvalidTransition(
             f"Job {record.id!r} continues job {record.parent_id!r}, which is {stage}; "
             "retry the parent first, then this job."
         )
-    return "waiting" if stage in PENDING else "enqueued"
+    return Stage.WAITING if stage in UNFINISHED else Stage.ENQUEUED

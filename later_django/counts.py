@@ -15,13 +15,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from .db import connection_for, from_db, is_postgres, write_transaction
-
-STAGES = ("delayed", "waiting", "enqueued", "running", "requeued", "success", "failed", "cancelled")
+from .states import Stage
 
 
 def stage_counts(namespace: str, *, using: str = "default") -> dict[str, int]:
     """Every stage's job count in ``namespace`` (zero for stages with none)."""
-    counts = dict.fromkeys(STAGES, 0)
+    counts = dict.fromkeys(map(str, Stage), 0)
     with connection_for(using).cursor() as cursor:
         cursor.execute(
             "SELECT stage, SUM(n) FROM ("

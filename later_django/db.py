@@ -245,7 +245,7 @@ def is_transient(exc: BaseException) -> bool:
     return storage_is_transient(exc)
 
 
-def retrying[T](fn: Callable[[], T], *, what: str, attempts: int = 8, using: str = "default") -> T:
+def retrying[T](fn: Callable[[], T], *, what: str, using: str, attempts: int = 8) -> T:
     """Run ``fn`` (one whole transaction), retrying transient database errors with jitter."""
     delay = 0.01
     for attempt in range(1, attempts + 1):

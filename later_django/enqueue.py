@@ -15,12 +15,13 @@ from typing import Any
 
 from .db import connection_for, is_postgres, one_statement, to_db, write_transaction
 from .records import JobRecord, job_key
+from .states import Stage
 
 
 @dataclass
 class NewJob:
     record: JobRecord
-    stage: str  # "enqueued", "delayed" or "waiting"
+    stage: Stage  # as created (states.TRANSITIONS[None]), or cancelled at once
     run_at: datetime
     enqueued_at: datetime
 
@@ -51,7 +52,7 @@ WITH job AS (
 INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
                                   enqueued_at)
 SELECT %s, queue_name, job_id, priority, run_at, enqueued_at FROM job
-WHERE stage = 'enqueued' AND topic IS NULL
+WHERE stage = '{Stage.ENQUEUED}' AND topic IS NULL
 """
 
 
@@ -68,7 +69,7 @@ WITH stored AS (
 INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
                                   enqueued_at)
 SELECT %(ns)s, %(queue)s, %(id)s, %(priority)s, %(run_at)s, %(enqueued_at)s
-WHERE %(stage)s = 'enqueued' AND %(topic)s::text IS NULL
+WHERE %(stage)s = '{Stage.ENQUEUED}' AND %(topic)s::text IS NULL
 """
 
 
@@ -108,7 +109,7 @@ def insert_jobs(namespace: str, jobs: Sequence[NewJob], *, using: str) -> None:
                 for j in jobs
             ],
         )
-        queued = [j for j in jobs if j.stage == "enqueued" and j.record.topic is None]
+        queued = [j for j in jobs if j.stage == Stage.ENQUEUED and j.record.topic is None]
         if queued:
             cursor.executemany(
                 "INSERT INTO later_delivery_queue "

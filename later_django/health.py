@@ -26,7 +26,8 @@ from django.utils import timezone
 from .backend import LaterBackend
 from .counts import oldest_in_stage
 from .exceptions import LaterError
-from .models import Stage, Worker
+from .models import Worker
+from .states import Stage
 from .worker.runner import check_schema
 
 

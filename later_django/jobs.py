@@ -23,10 +23,7 @@ from .exceptions import InvalidTransition, JobNotFound, UndecodableJob
 from .models import DeliveryCommand, JobIndexRow, StorageValue
 from .records import ErrorEntry, JobRecord, from_micros, job_key
 from .results import load_record
-
-PENDING = ("delayed", "waiting", "enqueued", "requeued")
-RETRYABLE = ("failed", "cancelled")
-FINISHED = ("success", "failed", "cancelled")
+from .states import CANCELLABLE, FINISHED, RETRYABLE, Stage
 
 
 def backend_for(namespace: str) -> LaterBackend:
@@ -77,7 +74,7 @@ def get_job(job_id: str, *, namespace: str) -> JobView:
     if found is None:
         raise JobNotFound(f"No job {job_id!r} in namespace {namespace!r}.")
     row, record = found
-    history: list[tuple[str, datetime | None]] = [("enqueued", from_micros(record.enqueued_at))]
+    history: list[tuple[str, datetime | None]] = [(Stage.ENQUEUED, from_micros(record.enqueued_at))]
     if record.run_after:
         history.append(("due", from_micros(record.run_after)))
     for attempt in record.attempts:
@@ -186,7 +183,7 @@ def retry_job(job_id: str, *, namespace: str) -> None:
                 f"Job {job_id!r} cannot be retried because its arguments are lost: "
                 f"{found[1].decode_error} Delete it and enqueue the call again."
             )
-        stage = "enqueued"
+        stage = Stage.ENQUEUED
         if found is not None and found[0].stage in RETRYABLE and found[1].parent_id is not None:
             stage = continuations.stage_on_retry(namespace, found[1], using=using)
         now = timezone.now()
@@ -224,7 +221,7 @@ def retry_job(job_id: str, *, namespace: str) -> None:
             _save_record(namespace, record, using, None)
             return
         _save_record(namespace, record, using, None)
-        if stage == "waiting":
+        if stage == Stage.WAITING:
             return  # its parent's completion releases it
         DeliveryCommand.objects.using(using).create(
             namespace=namespace,
@@ -249,9 +246,9 @@ def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> Non
         expire = now + timedelta(seconds=backend.later.retention_seconds)
         changed = (
             JobIndexRow.objects.using(using)
-            .filter(namespace=namespace, job_id=job_id, stage__in=PENDING)
+            .filter(namespace=namespace, job_id=job_id, stage__in=CANCELLABLE)
             .update(
-                stage="cancelled",
+                stage=Stage.CANCELLED,
                 transitioned_at=now,
                 finished_at=now,
                 date_expire=expire,
@@ -260,17 +257,17 @@ def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> Non
         )
         if not changed:
             raise _stage_error(
-                job_id, _current_stage(namespace, job_id, using), "cancelled", PENDING
+                job_id, _current_stage(namespace, job_id, using), "cancelled", CANCELLABLE
             )
         DeliveryCommand.objects.using(using).filter(namespace=namespace, job_id=job_id).delete()
         found = load_record(namespace, job_id, using=using)
         if found is not None:
             record = found[1]
-            record.stage = "cancelled"
+            record.stage = Stage.CANCELLED
             record.cancel_reason = reason
             record.finished_at = int(now.timestamp() * 1_000_000)
             _save_record(namespace, record, using, expire)
-        continuations.cancel_descendants(cursor, namespace, [job_id], "cancelled", now, expire)
+        continuations.cancel_descendants(cursor, namespace, [job_id], Stage.CANCELLED, now, expire)
 
 
 def delete_job(job_id: str, *, namespace: str) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q
-from django.tasks import Task, TaskResult, TaskResultStatus
+from django.tasks import Task, TaskResult
 from django.tasks.base import TaskError
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -14,20 +14,10 @@ from django.utils.module_loading import import_string
 from .exceptions import PayloadDecodeError, TaskUnavailable
 from .models import JobIndexRow, StorageValue
 from .records import ErrorEntry, JobRecord, from_micros, job_key, to_micros
+from .states import STATUS, Stage
 
 if TYPE_CHECKING:
     from .backend import LaterBackend
-
-STATUS = {
-    "delayed": TaskResultStatus.READY,
-    "waiting": TaskResultStatus.READY,
-    "enqueued": TaskResultStatus.READY,
-    "requeued": TaskResultStatus.READY,
-    "running": TaskResultStatus.RUNNING,
-    "success": TaskResultStatus.SUCCESSFUL,
-    "failed": TaskResultStatus.FAILED,
-    "cancelled": TaskResultStatus.FAILED,
-}
 
 
 def live(now: Any) -> Q:
@@ -196,7 +186,7 @@ def build_result(
         ],
         worker_ids=record.worker_ids,
     )
-    if row.stage == "success":
+    if row.stage == Stage.SUCCESS:
         object.__setattr__(result, "_return_value", record.return_value)
     return result
 

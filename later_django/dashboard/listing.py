@@ -15,7 +15,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..db import django_time
-from ..models import JobExecution, JobIndexRow, PartitionLease, Stage
+from ..models import JobExecution, JobIndexRow, PartitionLease
+from ..states import Stage
 from .scope import Scope
 
 PAGE_SIZE = 50

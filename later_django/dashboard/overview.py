@@ -15,13 +15,13 @@ from ..models import (
     JobTransitionMetric,
     JobWaitMetric,
     QueueSample,
-    Stage,
     Worker,
 )
+from ..states import Stage
 from ..storage import Storage
 from .scope import Scope
 
-STAGES: tuple[str, ...] = tuple(Stage.values)
+STAGES: tuple[str, ...] = tuple(Stage)
 THROUGHPUT_STAGES: tuple[str, ...] = (
     Stage.ENQUEUED,
     Stage.RUNNING,

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 
 from ..models import JobIndexRow
-from ..models.dashboard import LIVE_STAGES
 from ..schedules.store import ScheduleInfo, read_all
+from ..states import UNFINISHED
 from .scope import Scope
 
 SCHEDULE_LIMIT = 200
@@ -28,7 +28,7 @@ class ScheduleRow:
 def state_of(schedule: ScheduleInfo, last_stage: str | None, now: datetime) -> str:
     if schedule.next_run_at > now:
         return "scheduled"
-    if schedule.sequential and last_stage in LIVE_STAGES:
+    if schedule.sequential and last_stage in UNFINISHED:
         return "waiting"
     if now - schedule.next_run_at > OVERDUE_AFTER:
         return "overdue"

@@ -18,9 +18,9 @@ from ..models import (
     PartitionHead,
     PartitionLease,
     PartitionSequence,
-    Stage,
     Topic,
 )
+from ..states import Stage
 from .scope import Scope
 
 TOPIC_LIMIT = 200

@@ -18,22 +18,25 @@ from django.utils import timezone
 
 from .. import jobs as engine
 from ..exceptions import JobNotFound
-from ..models import Stage
+from ..states import CANCELLABLE, FINISHED, RETRYABLE, Stage
 from . import charts, listing, permissions, present, redaction, topics
 from . import overview as overview_reads
 from . import schedules as schedule_reads
 from .links import Links
 from .scope import Scope, resolve
 
+# The actions jobs.py accepts for a job in each stage, in the order buttons show them.
 STAGE_ACTIONS: dict[str, tuple[str, ...]] = {
-    Stage.DELAYED: ("cancel",),
-    Stage.WAITING: ("cancel",),
-    Stage.ENQUEUED: ("cancel",),
-    Stage.REQUEUED: ("cancel",),
-    Stage.RUNNING: (),
-    Stage.SUCCESS: ("delete",),
-    Stage.FAILED: ("retry", "delete"),
-    Stage.CANCELLED: ("retry", "delete"),
+    stage: tuple(
+        action
+        for action, accepted in (
+            ("retry", RETRYABLE),
+            ("cancel", CANCELLABLE),
+            ("delete", FINISHED),
+        )
+        if stage in accepted
+    )
+    for stage in Stage
 }
 FILTER_LENGTH = 255
 REFRESH_SECONDS = 5

@@ -25,13 +25,16 @@ from prometheus_client.registry import Collector
 from ..counts import oldest_in_stage
 from ..dashboard import overview, topics
 from ..dashboard.scope import Scope, configured_scopes
-from ..models import Stage
+from ..states import Stage
 from ..worker.metrics import OPEN_BIN_MS
 
 # Workers beyond this many (the most recently heard-from first) are left out.
 WORKER_LIMIT = 1000
 QUANTILES = (("0.5", "median_ms"), ("0.95", "p95_ms"))
 WINDOWS = {"last minute": "minute", "last hour": "hour"}
+
+# What a partition is doing, as the topics page names it (not job stages).
+PARTITION_STATES = ("idle", "ready", "running", "leased", "blocked")
 
 
 class Families:
@@ -137,7 +140,7 @@ def _topics(f: Families, scope: Scope, now: datetime) -> None:
         found = topics.topic(scope, summary.name)
         if found is None:
             continue
-        states: dict[str, int] = dict.fromkeys(("idle", "ready", "running", "leased", "blocked"), 0)
+        states: dict[str, int] = dict.fromkeys(PARTITION_STATES, 0)
         lags = []
         for start in range(0, found.partition_count, topics.PARTITION_PAGE):
             for row in topics.partitions(scope, found, start, now, count_lag=False):

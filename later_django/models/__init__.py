@@ -2,13 +2,10 @@
 
 from .core import DeliveryCommand, JobExecution, StorageRangeMember, StorageValue
 from .dashboard import (
-    LIVE_STAGES,
-    TERMINAL_STAGES,
     JobIndexRow,
     JobTransitionMetric,
     JobWaitMetric,
     QueueSample,
-    Stage,
     StageCount,
     StageCountDelta,
 )
@@ -17,8 +14,6 @@ from .schedules import Schedule
 from .topics import PartitionHead, PartitionJob, PartitionLease, PartitionSequence, Topic, Worker
 
 __all__ = [
-    "LIVE_STAGES",
-    "TERMINAL_STAGES",
     "DeliveryCommand",
     "JobExecution",
     "JobIndexRow",
@@ -35,7 +30,6 @@ __all__ = [
     "PartitionSequence",
     "QueueSample",
     "Schedule",
-    "Stage",
     "StageCount",
     "StageCountDelta",
     "StorageRangeMember",

@@ -3,26 +3,12 @@
 from django.db import models
 from django.db.models import Q
 
+from ..states import FINISHED, SCHEDULED, Stage
 from .core import JOB_ID_LENGTH, NAMESPACE_LENGTH, OWNER_LENGTH, QUEUE_NAME_LENGTH
 from .topics import TOPIC_LENGTH
 
-
-class Stage(models.TextChoices):
-    DELAYED = "delayed"
-    WAITING = "waiting"
-    ENQUEUED = "enqueued"
-    RUNNING = "running"
-    REQUEUED = "requeued"
-    SUCCESS = "success"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-LIVE_STAGES = frozenset(
-    {Stage.DELAYED, Stage.WAITING, Stage.ENQUEUED, Stage.RUNNING, Stage.REQUEUED}
-)
-TERMINAL_STAGES = frozenset({Stage.SUCCESS, Stage.FAILED, Stage.CANCELLED})
-SCHEDULED_STAGES = [Stage.DELAYED, Stage.REQUEUED]
+# The labels Django's TextChoices gave these values, which the migrations record.
+STAGE_CHOICES = [(stage.value, stage.name.capitalize()) for stage in Stage]
 
 
 class JobIndexRow(models.Model):
@@ -37,7 +23,7 @@ class JobIndexRow(models.Model):
     task_path = models.CharField(max_length=255)
     queue_name = models.CharField(max_length=QUEUE_NAME_LENGTH)
     priority = models.SmallIntegerField(default=0)
-    stage = models.CharField(max_length=16, choices=Stage.choices)
+    stage = models.CharField(max_length=16, choices=STAGE_CHOICES)
     revision = models.BigIntegerField(default=1)
     attempts = models.PositiveIntegerField(default=0)
     enqueued_at = models.DateTimeField()
@@ -84,7 +70,7 @@ class JobIndexRow(models.Model):
             models.Index(
                 fields=["namespace", "run_at"],
                 name="later_jobsindex_due_idx",
-                condition=Q(stage__in=["delayed", "requeued"]),
+                condition=Q(stage__in=list(SCHEDULED)),
             ),
             # previous/next job of a partition and the per-partition listing
             models.Index(
@@ -96,7 +82,7 @@ class JobIndexRow(models.Model):
             models.Index(
                 fields=["namespace", "topic", "partition", "sequence"],
                 name="later_jobsindex_done_idx",
-                condition=Q(topic__isnull=False, stage__in=["success", "failed", "cancelled"]),
+                condition=Q(topic__isnull=False, stage__in=list(FINISHED)),
             ),
             # continuations waiting on a parent
             models.Index(
@@ -120,7 +106,7 @@ class StageCount(models.Model):
     """The exact number of a namespace's jobs in one stage, kept by database triggers."""
 
     namespace = models.CharField(max_length=NAMESPACE_LENGTH)
-    stage = models.CharField(max_length=16, choices=Stage.choices)
+    stage = models.CharField(max_length=16, choices=STAGE_CHOICES)
     count = models.BigIntegerField(default=0)
 
     class Meta:
@@ -142,7 +128,7 @@ class StageCountDelta(models.Model):
     """
 
     namespace = models.CharField(max_length=NAMESPACE_LENGTH)
-    stage = models.CharField(max_length=16, choices=Stage.choices)
+    stage = models.CharField(max_length=16, choices=STAGE_CHOICES)
     delta = models.BigIntegerField()
 
     class Meta:
@@ -160,7 +146,7 @@ class JobTransitionMetric(models.Model):
     """How many jobs entered a stage during one minute."""
 
     namespace = models.CharField(max_length=NAMESPACE_LENGTH)
-    stage = models.CharField(max_length=16, choices=Stage.choices)
+    stage = models.CharField(max_length=16, choices=STAGE_CHOICES)
     bucket = models.DateTimeField(help_text="Start of the minute.")
     count = models.BigIntegerField(default=0)
 

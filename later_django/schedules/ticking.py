@@ -27,9 +27,9 @@ from django.tasks import TaskResult
 from django.utils import timezone
 
 from ..db import connection_for, from_db, is_postgres, to_db, write_transaction
-from ..models.dashboard import LIVE_STAGES
 from ..records import JobRecord, job_key
 from ..results import resolve_task
+from ..states import UNFINISHED
 from . import SCHEDULES_TOPIC
 from .cron import next_run
 from .definitions import declared
@@ -150,7 +150,7 @@ def _unfinished(cursor: Any, namespace: str, job_id: str | None, now: Any) -> bo
         [namespace, job_id, to_db(cursor.db, now)],
     )
     found = cursor.fetchone()
-    return found is not None and found[0] in LIVE_STAGES
+    return found is not None and found[0] in UNFINISHED
 
 
 def _enqueue(

@@ -21,6 +21,7 @@ from typing import Any
 from django.utils import timezone
 
 from ..db import connection_for, hot_cursor, is_postgres, to_db, write_transaction
+from ..states import FINISHED, Stage
 from ..worker.claiming import Claimed, _decode, _store_lost_attempts
 from .assignment import Preference
 from .completion import PARTITION, advance
@@ -28,7 +29,6 @@ from .picking import lease_sqlite, pick_sql, take_postgres
 
 logger = logging.getLogger(__name__)
 
-ENDED = ("success", "failed", "cancelled")
 ROUNDS = 4
 
 
@@ -77,7 +77,7 @@ def _any_due(namespace: str, using: str) -> bool:
         cursor.execute(
             "SELECT 1 FROM later_partition_head h LEFT JOIN later_jobs_index j "
             "ON j.namespace = h.namespace AND j.job_id = h.job_id WHERE h.namespace = %s "
-            "AND (h.available_at <= %s OR j.stage = 'cancelled') LIMIT 1",
+            f"AND (h.available_at <= %s OR j.stage = '{Stage.CANCELLED}') LIMIT 1",
             [namespace, to_db(connection, timezone.now())],
         )
         return cursor.fetchone() is not None
@@ -102,13 +102,13 @@ def _round(namespace, owner, room, lease_seconds, preference, queues, running, u
             sql, params = pick_sql(connection, namespace, now, room, preference, queues, running)
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-            heads = [r for r in rows if r[6] is not None and r[6] not in ENDED]
+            heads = [r for r in rows if r[6] is not None and r[6] not in FINISHED]
             taken = (
                 lease_sqlite(cursor, connection, namespace, owner, heads, now, expires)
                 if heads
                 else []
             )
-        ended = [r for r in rows if r[6] is None or r[6] in ENDED]
+        ended = [r for r in rows if r[6] is None or r[6] in FINISHED]
         if ended:
             _skip(cursor, namespace, ended, now)
     items = []

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from ..db import is_postgres, placeholders, to_db
+from ..states import FINISHED, Stage
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +96,9 @@ def settle(
             )
             continue
         released.append((to_db(connection, now), namespace, head.topic, head.partition))
-        if stage in ("success", "failed"):
+        if stage in FINISHED:
             finished.append(head)
-            if stage == "failed":
+            if stage == Stage.FAILED:
                 logger.warning(
                     "partition moves on: topic=%s partition=%s sequence=%s job id=%s failed",
                     head.topic,

@@ -25,9 +25,11 @@ from __future__ import annotations
 from ..db import connection_for, placeholders, write_transaction
 from ..models import StorageValue
 from ..records import job_key
+from ..states import FINISHED as FINISHED_STAGES
+from ..states import sql_list
 
 PARTITIONS_PER_TURN = 256
-FINISHED = "('success', 'failed', 'cancelled')"
+FINISHED = f"({sql_list(FINISHED_STAGES)})"
 
 # Written to match later_jobsindex_done_idx's condition, so both databases use it.
 TRIM = (

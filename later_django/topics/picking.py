@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..db import is_postgres, placeholders, to_db
+from ..states import FINISHED, Stage, sql_list
 
 
 def pick_sql(connection, namespace, now, room, preference, queues, running) -> tuple[str, list]:
@@ -23,7 +24,7 @@ def pick_sql(connection, namespace, now, room, preference, queues, running) -> t
     if queues:
         wanted = "= ANY(%s)" if pg else f"IN ({placeholders(len(queues))})"
         extra += (
-            " AND (j.queue_name IS NULL OR j.stage IN ('success', 'failed', 'cancelled') "
+            f" AND (j.queue_name IS NULL OR j.stage IN ({sql_list(FINISHED)}) "
             f"OR j.queue_name {wanted})"
         )
         params += [list(queues)] if pg else list(queues)
@@ -50,19 +51,19 @@ def pick_sql(connection, namespace, now, room, preference, queues, running) -> t
         "LEFT JOIN later_partition_lease l ON l.namespace = h.namespace AND l.topic = h.topic "
         'AND l."partition" = h."partition" '
         "LEFT JOIN later_jobs_index j ON j.namespace = h.namespace AND j.job_id = h.job_id "
-        "WHERE h.namespace = %s AND (h.available_at <= %s OR j.stage = 'cancelled') "
+        f"WHERE h.namespace = %s AND (h.available_at <= %s OR j.stage = '{Stage.CANCELLED}') "
         "AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= %s) "
-        f"AND (j.stage IS NULL OR j.stage <> 'waiting'){extra} "
+        f"AND (j.stage IS NULL OR j.stage <> '{Stage.WAITING}'){extra} "
         f"ORDER BY {order}h.available_at, h.id LIMIT %s"
         + (" FOR UPDATE OF h SKIP LOCKED" if pg else ""),
         [*params, *params_order, room],
     )
 
 
-PG_TAKE = """
-WITH picked AS ({pick}),
+PG_TAKE = f"""
+WITH picked AS ({{pick}}),
 runnable AS (
-    SELECT * FROM picked WHERE stage IS NOT NULL AND stage NOT IN ('success', 'failed', 'cancelled')
+    SELECT * FROM picked WHERE stage IS NOT NULL AND stage NOT IN ({sql_list(FINISHED)})
 ), leased AS (
     INSERT INTO later_partition_lease (namespace, topic, "partition", owner, expires_at, epoch)
     SELECT %s, topic, "partition", %s, %s, 1 FROM runnable
@@ -81,7 +82,7 @@ runnable AS (
 ), moved AS (
     UPDATE later_partition_head AS h SET available_at = %s FROM runnable r WHERE h.id = r.id
 ), marked AS (
-    UPDATE later_jobs_index SET stage = 'running', attempts = attempts + 1, started_at = %s,
+    UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1, started_at = %s,
         transitioned_at = %s, worker_id = %s, revision = revision + 1
     WHERE namespace = %s AND job_id IN (SELECT job_id FROM runnable)
 )
@@ -156,7 +157,7 @@ def lease_sqlite(cursor, connection, namespace, owner, heads, now, expires) -> l
         [until, *[h[0] for h in heads]],
     )
     cursor.execute(
-        "UPDATE later_jobs_index SET stage = 'running', attempts = attempts + 1, "
+        f"UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1, "
         "started_at = %s, transitioned_at = %s, worker_id = %s, revision = revision + 1 "
         f"WHERE namespace = %s AND job_id IN ({marks})",
         [stamp, stamp, owner, namespace, *ids],

@@ -151,8 +151,10 @@ def duties(services: Services) -> None:
         return
     worker = services.worker
     ns, using = worker.namespace, worker.using
-    removed = retrying(lambda: upkeep.truncate(ns, using=using), what="partition truncation")
-    healed = retrying(lambda: upkeep.heal(ns, using=using), what="partition healing")
+    removed = retrying(
+        lambda: upkeep.truncate(ns, using=using), what="partition truncation", using=using
+    )
+    healed = retrying(lambda: upkeep.heal(ns, using=using), what="partition healing", using=using)
     if removed or healed:
         logger.info("partitions tidied namespace=%s truncated=%s healed=%s", ns, removed, healed)
         worker.wake.set()

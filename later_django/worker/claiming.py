@@ -29,6 +29,7 @@ from ..db import (
 )
 from ..exceptions import PayloadDecodeError
 from ..records import Attempt, JobRecord, job_key, to_micros
+from ..states import Stage
 
 logger = logging.getLogger(__name__)
 
@@ -79,12 +80,12 @@ class Claimed:
         self.record = record
 
 
-PG_CLAIM = """
+PG_CLAIM = f"""
 WITH picked AS (
     SELECT id, priority, available_at FROM later_delivery_queue
-    WHERE namespace = %(ns)s AND available_at <= %(now)s {queue_filter}
+    WHERE namespace = %(ns)s AND available_at <= %(now)s {{queue_filter}}
     ORDER BY priority DESC, available_at, id
-    LIMIT {batch} FOR UPDATE SKIP LOCKED
+    LIMIT {{batch}} FOR UPDATE SKIP LOCKED
 ), ranked AS (
     SELECT id, available_at,
            row_number() OVER (ORDER BY priority DESC, available_at, id) AS position,
@@ -95,7 +96,7 @@ WITH picked AS (
     SET lease_owner = %(owner)s, available_at = %(expires)s
     FROM ranked
     WHERE q.id = ranked.id
-      AND ranked.position <= CASE WHEN ranked.ready >= {batch} THEN %(room)s ELSE 1 END
+      AND ranked.position <= CASE WHEN ranked.ready >= {{batch}} THEN %(room)s ELSE 1 END
     RETURNING q.job_id, q.enqueued_at, ranked.available_at AS ready_at, ranked.position
 ), previous AS (
     SELECT job_id, owner FROM later_job_execution
@@ -108,7 +109,7 @@ WITH picked AS (
         started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at
     RETURNING job_id, epoch
 ), marked AS (
-    UPDATE later_jobs_index SET stage = 'running', attempts = attempts + 1,
+    UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1,
         started_at = %(now)s, transitioned_at = %(now)s, worker_id = %(owner)s,
         revision = revision + 1
     WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
@@ -188,7 +189,7 @@ def _claim_sqlite(cursor: Any, connection, namespace, owner, queues, now, expire
     )
     epochs = dict(cursor.fetchall())
     cursor.execute(
-        "UPDATE later_jobs_index SET stage = 'running', attempts = attempts + 1, "
+        f"UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1, "
         "started_at = %s, transitioned_at = %s, worker_id = %s, revision = revision + 1 "
         f"WHERE namespace = %s AND job_id IN ({marks})",
         [to_db(connection, now), to_db(connection, now), owner, namespace, *ids],

@@ -22,6 +22,7 @@ from ..exceptions import LaterError, TaskTimeout, UndecodableJob
 from ..models import JobIndexRow
 from ..records import Attempt, ErrorEntry, JobRecord, check_value, to_micros
 from ..results import build_result, resolve_task, stand_in
+from ..states import Stage
 from ..topics.context import context_for
 from .claiming import LOST_ATTEMPTS_LIMIT, Claimed
 from .outcomes import FAILED, RETRY, SUCCESS, Outcome
@@ -101,7 +102,7 @@ def abandoned_outcome(
         record.errors.append(error_entry(exc, worker_id))
         record.attempts[-1].outcome = "timeout"
         return Outcome(item.job_id, item.epoch, FAILED, record, timezone.now())
-    result = build_result(backend, _IndexRow("running"), record, task)  # type: ignore[arg-type]
+    result = build_result(backend, _IndexRow(Stage.RUNNING), record, task)  # type: ignore[arg-type]
     return _failure(item, record, exc, backend, worker_id, result)
 
 
@@ -157,7 +158,7 @@ def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
             task = resolve_task(record.task_path)
         except LaterError as e:
             return failed_outcome(item, e, worker_id)
-        result = build_result(backend, _IndexRow("running"), record, task)  # type: ignore[arg-type]
+        result = build_result(backend, _IndexRow(Stage.RUNNING), record, task)  # type: ignore[arg-type]
         task_started.send(sender=type(backend), task_result=result)
         args = list(record.args)
         if task.takes_context:

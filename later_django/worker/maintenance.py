@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from ..counts import stage_counts
 from ..db import connection_for, is_postgres, placeholders, to_db, write_transaction
-from ..models import LIVE_STAGES
+from ..states import SCHEDULED, Stage, sql_list
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def promote_due(
     with write_transaction(using) as cursor:
         cursor.execute(
             "SELECT job_id, queue_name, priority, enqueued_at FROM later_jobs_index "
-            "WHERE namespace = %s AND stage IN ('delayed', 'requeued') AND run_at <= %s "
+            f"WHERE namespace = %s AND stage IN ({sql_list(SCHEDULED)}) AND run_at <= %s "
             "AND topic IS NULL ORDER BY run_at LIMIT %s" + lock,
             [namespace, to_db(connection, now), PROMOTE_BATCH],
         )
@@ -58,9 +58,9 @@ def promote_due(
             ],
         )
         cursor.execute(
-            "UPDATE later_jobs_index SET stage = 'enqueued', transitioned_at = %s, "
+            f"UPDATE later_jobs_index SET stage = '{Stage.ENQUEUED}', transitioned_at = %s, "
             "revision = revision + 1 WHERE namespace = %s "
-            f"AND job_id IN ({placeholders(len(ids))}) AND stage IN ('delayed', 'requeued')",
+            f"AND job_id IN ({placeholders(len(ids))}) AND stage IN ({sql_list(SCHEDULED)})",
             [to_db(connection, now), namespace, *ids],
         )
     return ids
@@ -102,7 +102,7 @@ def record_queue_sample(namespace: str, *, using: str, now: datetime | None = No
     now = now or timezone.now()
     # Counted before the write: on SQLite a full count inside the write transaction
     # would hold every writer back for as long as it takes.
-    queued = stage_counts(namespace, using=using)["enqueued"]
+    queued = stage_counts(namespace, using=using)[Stage.ENQUEUED]
     with connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM later_partition_job WHERE namespace = %s", [namespace])
         partitioned = cursor.fetchone()[0]
@@ -141,7 +141,7 @@ def reconcile_stage_counts(namespace: str, *, using: str) -> dict[str, int]:
         counts = dict(cursor.fetchall())
         # Deltas of this namespace are all older than the lock: the recount replaces them.
         cursor.execute("DELETE FROM later_stage_count_delta WHERE namespace = %s", [namespace])
-        stages = sorted(set(counts) | set(LIVE_STAGES) | {"success", "failed", "cancelled"})
+        stages = sorted(set(counts) | set(Stage))
         cursor.executemany(
             "INSERT INTO later_stage_counts (namespace, stage, count) VALUES (%s, %s, %s) "
             "ON CONFLICT (namespace, stage) DO UPDATE SET count = excluded.count",

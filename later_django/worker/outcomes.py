@@ -26,10 +26,12 @@ from ..db import (
     write_transaction,
 )
 from ..records import JobRecord, job_key, to_micros
+from ..states import FINISHED, Stage, sql_list
 from ..topics import completion as partitions
 
 logger = logging.getLogger(__name__)
 
+# What became of an attempt; not stages, though two of them name the stage they lead to.
 SUCCESS, FAILED, RETRY, RELEASE = "success", "failed", "retry", "release"
 
 
@@ -53,7 +55,7 @@ _GIVEN = """unnest(
     ) AS t(job_id, epoch, stage, value, finished_at, run_at, date_expire, attempts_delta)"""
 
 # Stores the outcomes in ``v``; returns (job id, deferred, ...) for each one it held.
-_STORE = """fenced AS (
+_STORE = f"""fenced AS (
     DELETE FROM later_job_execution AS e USING v
     WHERE e.namespace = %(ns)s AND e.owner = %(owner)s AND e.job_id = v.job_id
       AND e.epoch = v.epoch
@@ -73,11 +75,11 @@ _STORE = """fenced AS (
     WHERE i.namespace = %(ns)s AND i.job_id = held.job_id
 ), dequeued AS (
     DELETE FROM later_delivery_queue AS d USING held
-    WHERE d.namespace = %(ns)s AND d.job_id = held.job_id AND held.stage <> 'enqueued'
+    WHERE d.namespace = %(ns)s AND d.job_id = held.job_id AND held.stage <> '{Stage.ENQUEUED}'
 ), requeued AS (
     UPDATE later_delivery_queue AS d SET lease_owner = NULL, available_at = %(now)s
     FROM held
-    WHERE d.namespace = %(ns)s AND d.job_id = held.job_id AND held.stage = 'enqueued'
+    WHERE d.namespace = %(ns)s AND d.job_id = held.job_id AND held.stage = '{Stage.ENQUEUED}'
     RETURNING d.job_id
 ), woken AS (
     SELECT pg_notify('later_delivery', %(ns)s) FROM (SELECT 1 FROM requeued LIMIT 1) AS any_requeued
@@ -102,7 +104,7 @@ WITH locked AS MATERIALIZED (
     SELECT * FROM {_GIVEN}
 ), deferred AS (
     SELECT l.job_id FROM locked AS l JOIN given AS g USING (job_id)
-    WHERE l.has_children AND g.stage IN ('success', 'failed')
+    WHERE l.has_children AND g.stage IN ({sql_list(FINISHED)})
 ), v AS (
     SELECT * FROM given WHERE job_id NOT IN (SELECT job_id FROM deferred)
 ), {_STORE}
@@ -110,13 +112,13 @@ UNION ALL SELECT job_id, TRUE, 0 FROM deferred
 """
 
 
-def _plan(outcome: Outcome, now: datetime) -> tuple[str, datetime | None, bool]:
+def _plan(outcome: Outcome, now: datetime) -> tuple[Stage, datetime | None, bool]:
     """The stage an outcome moves its job to, its next run time, and whether it is final."""
     if outcome.kind == RETRY and outcome.retry_at is not None and outcome.retry_at > now:
-        return "requeued", outcome.retry_at, False
+        return Stage.REQUEUED, outcome.retry_at, False
     if outcome.kind in (RETRY, RELEASE):
-        return "enqueued", now, False
-    return ("success" if outcome.kind == SUCCESS else "failed"), None, True
+        return Stage.ENQUEUED, now, False
+    return (Stage.SUCCESS if outcome.kind == SUCCESS else Stage.FAILED), None, True
 
 
 def record_outcomes(
@@ -212,8 +214,8 @@ def _record_with_settling(connection, namespace, owner, plans, now, expire_at, u
         continuations.settle(
             cursor,
             namespace,
-            succeeded=[o.job_id for o, stage, _, _ in settled if stage == "success"],
-            failed=[o.job_id for o, stage, _, _ in settled if stage == "failed"],
+            succeeded=[o.job_id for o, stage, _, _ in settled if stage == Stage.SUCCESS],
+            failed=[o.job_id for o, stage, _, _ in settled if stage == Stage.FAILED],
             now=now,
             expire_at=expire_at,
         )
@@ -263,8 +265,8 @@ def _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at) 
             for o, stage, run_at, t in plans
         ],
     )
-    gone = [o.job_id for o, stage, _, _ in plans if stage != "enqueued"]
-    back = [o.job_id for o, stage, _, _ in plans if stage == "enqueued"]
+    gone = [o.job_id for o, stage, _, _ in plans if stage != Stage.ENQUEUED]
+    back = [o.job_id for o, stage, _, _ in plans if stage == Stage.ENQUEUED]
     if gone:
         cursor.execute(
             f"DELETE FROM later_delivery_queue WHERE namespace = %s "

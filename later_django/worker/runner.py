@@ -25,6 +25,7 @@ from ..backend import LaterBackend
 from ..conf import later_settings
 from ..db import limit_idle_transactions, retrying
 from ..exceptions import LaterError
+from ..states import Stage
 from ..topics import runtime as partitions
 from .claiming import BATCH, Claimed, claim
 from .executing import abandoned_outcome, execute, failed_outcome
@@ -409,7 +410,7 @@ class Worker:
             return claimed
         now = timezone.now()
         self.claimed_total += len(claimed)
-        self.metrics.transition("running", now, len(claimed))
+        self.metrics.transition(Stage.RUNNING, now, len(claimed))
         with self.lock:
             for item in claimed:
                 mode = partitions.wait_mode(item)

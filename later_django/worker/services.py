@@ -203,7 +203,9 @@ class Services:
     def duties(self) -> None:
         w = self.worker
         ns, using = w.namespace, w.using
-        if retrying(lambda: maintenance.promote_due(ns, using=using), what="promotion"):
+        if retrying(
+            lambda: maintenance.promote_due(ns, using=using), what="promotion", using=using
+        ):
             w.wake.set()
         if retrying(lambda: schedules.run_due(w.backend), what="schedules", using=using):
             w.wake.set()
@@ -218,9 +220,15 @@ class Services:
             retrying(lambda: counts.fold(using=using), what="fold stage counts", using=using)
         partitions.duties(self)  # truncation behind heads, healing headless partitions
         if self.due("statistics", STATISTICS_INTERVAL):
-            retrying(lambda: maintenance.refresh_statistics(using=using), what="statistics")
+            retrying(
+                lambda: maintenance.refresh_statistics(using=using), what="statistics", using=using
+            )
         if self.due("sample", 60.0):
-            retrying(lambda: maintenance.record_queue_sample(ns, using=using), what="queue sample")
+            retrying(
+                lambda: maintenance.record_queue_sample(ns, using=using),
+                what="queue sample",
+                using=using,
+            )
         if self.due("reconcile", RECONCILE_INTERVAL):
             self.reconcile()
         if self.due("sweep", later_settings.sweep_interval):
@@ -261,10 +269,11 @@ class Services:
         batch = later_settings.sweep_batch
         removed = 0
         for _ in range(10):  # bounded work per turn; the next turn goes on
-            n = retrying(lambda: storage.sweep_expired(batch), what="sweep")
+            n = retrying(lambda: storage.sweep_expired(batch), what="sweep", using=w.using)
             n += retrying(
                 lambda: maintenance.sweep_jobs_index(w.namespace, limit=batch, using=w.using),
                 what="sweep index",
+                using=w.using,
             )
             removed += n
             if n < batch:

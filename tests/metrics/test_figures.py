@@ -17,9 +17,9 @@ from later_django.models import (
     JobTransitionMetric,
     JobWaitMetric,
     PartitionJob,
-    Stage,
     Worker,
 )
+from later_django.states import Stage
 from tests import tasks
 from tests.conftest import wait_for
 from tests.topics import tasks as topic_tasks
@@ -47,7 +47,7 @@ def test_job_counts_transitions_and_waits_match_the_tables_after_a_real_worker(r
 
     expected = stages_in_database()
     assert expected == {"success": 3, "failed": 1, "enqueued": 2, "delayed": 1}
-    for stage in Stage.values:
+    for stage in Stage:
         assert value(samples, "later_jobs", stage=stage) == expected.get(stage, 0), stage
 
     since = floor_minute(timezone.now()) - timedelta(hours=1)
