@@ -18,7 +18,7 @@ from django.db import models
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
-from . import actions, permissions, views
+from . import actions, desk, permissions, schedule_actions, views
 
 PRIVATE_APPS = Apps()
 
@@ -73,6 +73,17 @@ class DashboardAdmin(admin.ModelAdmin):
                 name=f"{name}action",
             ),
             path("schedules/", wrap(views.schedule_list), name=f"{name}schedules"),
+            path(
+                "schedules/<str:identifier>/<str:action>/",
+                wrap(schedule_actions.action),
+                name=f"{name}schedule_action",
+            ),
+            path("triage/", wrap(desk.desk), name=f"{name}triage"),
+            path(
+                "triage/<str:topic>/<int:partition>/<str:action>/",
+                wrap(desk.action),
+                name=f"{name}triage_action",
+            ),
             path("topics/", wrap(views.topic_list), name=f"{name}topics"),
             path("topics/<str:topic>/", wrap(views.topic_detail), name=f"{name}topic"),
             path(
