@@ -74,7 +74,8 @@ class DashboardAdmin(admin.ModelAdmin):
             ),
             path("schedules/", wrap(views.schedule_list), name=f"{name}schedules"),
             path(
-                "schedules/<str:identifier>/<str:action>/",
+                # the identifier last and as a path: a stored one may hold any character
+                "schedules/<str:action>/<path:identifier>/",
                 wrap(schedule_actions.action),
                 name=f"{name}schedule_action",
             ),

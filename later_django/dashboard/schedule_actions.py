@@ -67,7 +67,7 @@ def action(request: HttpRequest, site: AdminSite, identifier: str, action: str) 
         f"{'Run now' if action == 'run' else action.capitalize()}: schedule {identifier}?",
         action=action,
         schedule=found,
-        post_url=links.url("schedule_action", identifier, action),
+        post_url=links.url("schedule_action", action, identifier),
         back_url=back_url,
     )
 

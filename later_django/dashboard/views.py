@@ -309,7 +309,7 @@ def schedule_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
 
     def actions(identifier: str, paused: bool) -> list[tuple[str, str]]:
         names = ("resume" if paused else "pause", "run") if can_act else ()
-        return [(a, links.url("schedule_action", identifier, a)) for a in names]
+        return [(a, links.url("schedule_action", a, identifier)) for a in names]
 
     return page(
         request,

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 
 def url(identifier: str, action: str) -> str:
-    return reverse("admin:later_dashboard_schedule_action", args=[identifier, action])
+    return reverse("admin:later_dashboard_schedule_action", args=[action, identifier])
 
 
 def messages_of(response):
