@@ -6,12 +6,26 @@ from .topics.routing import partition_for_key
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "list_schedules", "partition_for_key", "schedule", "unschedule"]
+__all__ = [
+    "__version__",
+    "list_schedules",
+    "partition_for_key",
+    "pause_schedule",
+    "resume_schedule",
+    "schedule",
+    "unschedule",
+]
 
 if TYPE_CHECKING:
-    from .schedules.api import list_schedules, schedule, unschedule
+    from .schedules.api import (
+        list_schedules,
+        pause_schedule,
+        resume_schedule,
+        schedule,
+        unschedule,
+    )
 
-_LAZY = {"list_schedules", "schedule", "unschedule"}
+_LAZY = {"list_schedules", "pause_schedule", "resume_schedule", "schedule", "unschedule"}
 
 
 def __getattr__(name: str) -> Any:

@@ -51,6 +51,14 @@ class InvalidTransition(LaterError):
     """A job is not in a stage that allows the requested change."""
 
 
+class ScheduleNotFound(LaterError, LookupError):
+    """No schedule exists with the given identifier in this namespace."""
+
+
+class ScheduleBusy(LaterError):
+    """A sequential schedule was asked to run while its last occurrence is unfinished."""
+
+
 class UndecodableJob(InvalidTransition, PayloadDecodeError):
     """A job whose stored record cannot be decoded was asked to do what needs the record."""
 

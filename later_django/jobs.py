@@ -20,8 +20,8 @@ from . import continuations
 from .backend import LaterBackend
 from .db import write_transaction
 from .exceptions import InvalidTransition, JobNotFound, UndecodableJob
-from .models import DeliveryCommand, JobIndexRow, StorageValue
-from .records import ErrorEntry, JobRecord, from_micros, job_key
+from .models import DeliveryCommand, JobExecution, JobIndexRow, StorageValue
+from .records import ErrorEntry, JobRecord, Note, from_micros, job_key
 from .results import load_record
 from .states import CANCELLABLE, FINISHED, RETRYABLE, Stage
 
@@ -81,6 +81,9 @@ def get_job(job_id: str, *, namespace: str) -> JobView:
         history.append((f"running on {attempt.worker_id}", from_micros(attempt.started_at)))
         if attempt.outcome:
             history.append((attempt.outcome, from_micros(attempt.finished_at)))
+    if record.notes:
+        history += [(note.text, note.at_datetime) for note in record.notes]
+        history.sort(key=lambda entry: (entry[1] is not None, entry[1]))
     history.append((f"now {row.stage}", row.transitioned_at))
     if record.decode_error is not None:
         return _from_index(row, record, history)
@@ -239,6 +242,23 @@ def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> Non
     A record that cannot be decoded is replaced by its stand-in (which keeps
     the stored bytes), so the cancellation and its reason are recorded too.
     """
+    cancel(job_id, namespace=namespace, reason=reason)
+
+
+def cancel(
+    job_id: str,
+    *,
+    namespace: str,
+    reason: str,
+    stages: tuple[Stage, ...] = CANCELLABLE,
+    note: str | None = None,
+) -> None:
+    """Cancel a job in one of ``stages``, adding ``note`` to its history if given.
+
+    Cancelling a ``running`` job deletes its execution lease, so the outcome
+    its worker may still store is refused as from a lease taken over. Only
+    callers that know the job is stalled (its lease has lapsed) pass it.
+    """
     backend = backend_for(namespace)
     using = backend.database
     with write_transaction(using) as cursor:
@@ -246,7 +266,7 @@ def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> Non
         expire = now + timedelta(seconds=backend.later.retention_seconds)
         changed = (
             JobIndexRow.objects.using(using)
-            .filter(namespace=namespace, job_id=job_id, stage__in=CANCELLABLE)
+            .filter(namespace=namespace, job_id=job_id, stage__in=stages)
             .update(
                 stage=Stage.CANCELLED,
                 transitioned_at=now,
@@ -257,15 +277,19 @@ def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> Non
         )
         if not changed:
             raise _stage_error(
-                job_id, _current_stage(namespace, job_id, using), "cancelled", CANCELLABLE
+                job_id, _current_stage(namespace, job_id, using), "cancelled", stages
             )
         DeliveryCommand.objects.using(using).filter(namespace=namespace, job_id=job_id).delete()
+        if Stage.RUNNING in stages:
+            JobExecution.objects.using(using).filter(namespace=namespace, job_id=job_id).delete()
         found = load_record(namespace, job_id, using=using)
         if found is not None:
             record = found[1]
             record.stage = Stage.CANCELLED
             record.cancel_reason = reason
             record.finished_at = int(now.timestamp() * 1_000_000)
+            if note is not None:
+                record.notes.append(Note(record.finished_at, note))
             _save_record(namespace, record, using, expire)
         continuations.cancel_descendants(cursor, namespace, [job_id], Stage.CANCELLED, now, expire)
 

@@ -69,6 +69,18 @@ class ErrorEntry:
 
 
 @dataclass
+class Note:
+    """Something a person did to a job outside its run, for its history: when and what."""
+
+    at: int
+    text: str
+
+    @property
+    def at_datetime(self) -> datetime | None:
+        return from_micros(self.at)
+
+
+@dataclass
 class JobRecord:
     id: str
     task_path: str
@@ -96,6 +108,8 @@ class JobRecord:
     # Set on a stand-in for a record that could not be decoded: why, and the bytes it replaced.
     decode_error: str | None = None
     original_bytes: bytes | None = None
+    # Actions taken from outside the job's run (the dashboard's triage desk), oldest first.
+    notes: list[Note] = field(default_factory=list)
 
     @property
     def worker_ids(self) -> list[str]:
@@ -108,6 +122,8 @@ class JobRecord:
         if self.decode_error is not None:  # only stand-ins carry these; others stay as small
             data["decode_error"] = self.decode_error
             data["original_bytes"] = self.original_bytes
+        if self.notes:  # most jobs never get one; leave them out of the stored record
+            data["notes"] = [n.__dict__ for n in self.notes]
         data["attempts"] = [a.__dict__ for a in self.attempts]
         data["errors"] = [e.__dict__ for e in self.errors]
         data["v"] = RECORD_VERSION
@@ -122,6 +138,7 @@ class JobRecord:
             data.pop("v", None)
             data["attempts"] = [Attempt(**a) for a in data.get("attempts", [])]
             data["errors"] = [ErrorEntry(**e) for e in data.get("errors", [])]
+            data["notes"] = [Note(**n) for n in data.get("notes", [])]
             return cls(**{k: v for k, v in data.items() if k in _RECORD_FIELD_SET})
         except Exception as e:
             # msgpack raises some errors (FormatError) with no message at all.
@@ -134,7 +151,9 @@ class JobRecord:
 
 _RECORD_FIELDS = tuple(JobRecord.__dataclass_fields__)
 _RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
-_ALWAYS_ENCODED = tuple(f for f in _RECORD_FIELDS if f not in ("decode_error", "original_bytes"))
+_ALWAYS_ENCODED = tuple(
+    f for f in _RECORD_FIELDS if f not in ("decode_error", "original_bytes", "notes")
+)
 
 
 def pack(value: Any, *, what: str) -> bytes:

@@ -47,7 +47,7 @@ NOT_STAGES = {
     ): "the default cancel reason, stored as text",
     (
         "later_django/jobs.py",
-        'job_id, _current_stage(namespace, job_id, using), "cancelled", CANCELLABLE',
+        'job_id, _current_stage(namespace, job_id, using), "cancelled", stages',
     ): "the verb's participle in the message 'can be cancelled'",
     (
         "later_django/dashboard/actions.py",

@@ -18,7 +18,7 @@ from django.db import models
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
-from . import actions, permissions, views
+from . import actions, desk, permissions, schedule_actions, views
 
 PRIVATE_APPS = Apps()
 
@@ -73,6 +73,18 @@ class DashboardAdmin(admin.ModelAdmin):
                 name=f"{name}action",
             ),
             path("schedules/", wrap(views.schedule_list), name=f"{name}schedules"),
+            path(
+                # the identifier last and as a path: a stored one may hold any character
+                "schedules/<str:action>/<path:identifier>/",
+                wrap(schedule_actions.action),
+                name=f"{name}schedule_action",
+            ),
+            path("triage/", wrap(desk.desk), name=f"{name}triage"),
+            path(
+                "triage/<str:topic>/<int:partition>/<str:action>/",
+                wrap(desk.action),
+                name=f"{name}triage_action",
+            ),
             path("topics/", wrap(views.topic_list), name=f"{name}topics"),
             path("topics/<str:topic>/", wrap(views.topic_detail), name=f"{name}topic"),
             path(

@@ -2,7 +2,8 @@
 
 The job model's ordinary admin permissions decide: "Can view job" (or "Can
 change job", which implies it) opens every dashboard page, "Can change job"
-allows retry and cancel, "Can delete job" allows delete. The admin itself
+allows retry and cancel (and the triage desk's and the schedules page's
+actions), "Can delete job" allows delete. The admin itself
 already requires an active staff account.
 """
 
@@ -23,6 +24,11 @@ def can_view(user: Any) -> bool:
 
 def can(user: Any, action: str) -> bool:
     return can_view(user) and bool(user.has_perm(ACTION_PERMISSIONS[action]))
+
+
+def can_change(user: Any) -> bool:
+    """Whether ``user`` may act on partitions and schedules: "Can change job"."""
+    return can_view(user) and bool(user.has_perm(CHANGE))
 
 
 def allowed_actions(user: Any) -> set[str]:

@@ -21,11 +21,14 @@ OVERDUE_AFTER = timedelta(minutes=1)
 @dataclass
 class ScheduleRow:
     schedule: ScheduleInfo
-    state: str  # "scheduled", "due", "waiting" (sequential, for its last run) or "overdue"
+    # "paused", "scheduled", "due", "waiting" (sequential, for its last run) or "overdue"
+    state: str
     last_stage: str | None  # of the last occurrence's job; None once it has expired
 
 
 def state_of(schedule: ScheduleInfo, last_stage: str | None, now: datetime) -> str:
+    if schedule.paused:
+        return "paused"
     if schedule.next_run_at > now:
         return "scheduled"
     if schedule.sequential and last_stage in UNFINISHED:

@@ -78,6 +78,7 @@ def page(
         "overview_url": links.url("changelist"),
         "topics_url": links.url("topics"),
         "schedules_url": links.url("schedules"),
+        "triage_url": links.url("triage"),
         "app_label": "later",
         **extra,
     }
@@ -307,6 +308,12 @@ def schedule_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
     links = Links(site, scope)
     now = timezone.now()
     rows, more = schedule_reads.schedules(scope, now)
+    can_act = permissions.can_change(request.user)
+
+    def actions(identifier: str, paused: bool) -> list[tuple[str, str]]:
+        names = ("resume" if paused else "pause", "run") if can_act else ()
+        return [(a, links.url("schedule_action", a, identifier)) for a in names]
+
     return page(
         request,
         site,
@@ -319,6 +326,7 @@ def schedule_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
                 r,
                 _call(r.schedule.task_path, r.schedule.args, r.schedule.kwargs),
                 links.job(r.schedule.last_job_id) if r.schedule.last_job_id else None,
+                actions(r.schedule.identifier, r.schedule.paused),
             )
             for r in rows
         ],

@@ -1,4 +1,4 @@
-"""The public schedule API: ``schedule``, ``unschedule``, ``list_schedules``.
+"""The public schedule API: ``schedule``, ``unschedule``, pause and resume, ``list_schedules``.
 
 Each runs on the connection of the task backend's database, so inside
 ``transaction.atomic()`` a schedule commits or rolls back with the caller's
@@ -11,6 +11,7 @@ from typing import Any
 
 from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, Task
 
+from . import control
 from .definitions import define, later_backend
 from .store import ScheduleInfo, read_all, remove, save
 
@@ -48,6 +49,27 @@ def unschedule(identifier: str, *, backend: str = DEFAULT_TASK_BACKEND_ALIAS) ->
     """
     later = later_backend(backend)
     return remove(later.namespace, identifier, using=later.database)
+
+
+def pause_schedule(identifier: str, *, backend: str = DEFAULT_TASK_BACKEND_ALIAS) -> ScheduleInfo:
+    """Stop the schedule ``identifier`` from firing until ``resume_schedule()``.
+
+    Occurrences already enqueued still run. The pause is stored with the
+    schedule: scheduling or declaring it again keeps it paused. Raises
+    ScheduleNotFound when there is no such schedule.
+    """
+    later = later_backend(backend)
+    return control.pause(later.namespace, identifier, using=later.database)
+
+
+def resume_schedule(identifier: str, *, backend: str = DEFAULT_TASK_BACKEND_ALIAS) -> ScheduleInfo:
+    """Let a paused schedule fire again from its first cron time after now.
+
+    Runs missed while paused are not made up. Resuming a schedule that is not
+    paused changes nothing. Raises ScheduleNotFound when there is no such schedule.
+    """
+    later = later_backend(backend)
+    return control.resume(later.namespace, identifier, using=later.database)
 
 
 def list_schedules(*, backend: str = DEFAULT_TASK_BACKEND_ALIAS) -> list[ScheduleInfo]:

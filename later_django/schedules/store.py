@@ -4,7 +4,8 @@ An upsert is one ``INSERT … ON CONFLICT (namespace, identifier) DO UPDATE``,
 so two processes declaring one schedule at once (workers starting together)
 never create two rows. A schedule whose cron string and time zone are unchanged
 keeps its next run time: re-declaring it at every deploy neither skips nor
-repeats an occurrence.
+repeats an occurrence. An upsert never changes ``paused``: a paused schedule
+stays paused when it is declared again.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 COLUMNS = (
     "identifier, cron, time_zone, task_path, payload, sequential, origin, next_run_at, "
-    "last_run_at, last_job_id"
+    "last_run_at, last_job_id, paused"
 )
 
 UPSERT = f"""
@@ -68,6 +69,7 @@ class ScheduleInfo:
     last_job_id: str | None
     # Why the stored call cannot be read; its args, kwargs, queue and priority are then blank.
     error: str | None = None
+    paused: bool = False  # by pause_schedule(); a paused schedule does not fire
 
 
 PAYLOAD_KEYS = {"args": list, "kwargs": dict, "queue_name": str, "priority": int}
@@ -95,7 +97,9 @@ def decode_payload(identifier: str, payload: Any) -> dict[str, Any]:
 
 def info(row: tuple, *, broken: bool = False) -> ScheduleInfo:
     """A schedule from its row; with ``broken`` an unreadable call is marked, not raised."""
-    identifier, cron, zone, task_path, payload, sequential, origin, next_at, last_at, last_id = row
+    identifier, cron, zone, task_path, payload, sequential, origin, next_at, last_at, last_id = row[
+        :10
+    ]
     error = None
     try:
         data = decode_payload(identifier, payload)
@@ -120,6 +124,7 @@ def info(row: tuple, *, broken: bool = False) -> ScheduleInfo:
         last_run_at=from_db(last_at),
         last_job_id=last_id,
         error=error,
+        paused=bool(row[10]),
     )
 
 
@@ -199,3 +204,14 @@ def read_all(namespace: str, *, using: str, limit: int | None = None) -> list[Sc
                 "schedule identifier=%s unreadable: %s", schedule.identifier, schedule.error
             )
     return found
+
+
+def read_one(namespace: str, identifier: str, *, using: str) -> ScheduleInfo | None:
+    """The schedule ``identifier``, or None; an unreadable call is marked, not raised."""
+    with connection_for(using).cursor() as cursor:
+        cursor.execute(
+            f"SELECT {COLUMNS} FROM later_schedule WHERE namespace = %s AND identifier = %s",
+            [namespace, identifier],
+        )
+        row = cursor.fetchone()
+    return info(row, broken=True) if row is not None else None

@@ -10,7 +10,11 @@ resumes on time.
 
 A sequential schedule fires only when its previous occurrence has finished
 (succeeded, failed or been cancelled); until then it stays due, and the one
-occurrence it then enqueues covers every tick it waited through. Its
+occurrence it then enqueues covers every tick it waited through.
+
+A paused schedule never fires: the due index leaves it out, so the tick does
+not even read it. Resuming moves its next run to the first cron time after the
+moment of resuming. Its
 occurrences go through the reserved topic ``later.schedules``, keyed by the
 schedule identifier, so continuations of an occurrence (which join its
 partition) run before the next occurrence.
@@ -41,6 +45,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BATCH = 100
+# The due index holds unpaused schedules only. SQLite uses a partial index only when
+# the query repeats its condition as written, ``paused = <value>``, not ``NOT paused``.
+UNPAUSED = "namespace = %s AND paused = %s"
 
 
 def sync_declared(backend: LaterBackend) -> None:
@@ -63,8 +70,8 @@ def run_due(backend: LaterBackend) -> list[str]:
     with connection.cursor() as cursor:
         # A plain read first, so that idle ticks never take SQLite's write lock.
         cursor.execute(
-            "SELECT 1 FROM later_schedule WHERE namespace = %s AND next_run_at <= %s LIMIT 1",
-            [namespace, to_db(connection, timezone.now())],
+            f"SELECT 1 FROM later_schedule WHERE {UNPAUSED} AND next_run_at <= %s LIMIT 1",
+            [namespace, False, to_db(connection, timezone.now())],
         )
         if cursor.fetchone() is None:
             return []
@@ -73,10 +80,10 @@ def run_due(backend: LaterBackend) -> list[str]:
         now = timezone.now()
         cursor.execute(
             "SELECT identifier, cron, task_path, payload, sequential, next_run_at, last_job_id, "
-            "revision FROM later_schedule WHERE namespace = %s AND next_run_at <= %s "
+            f"revision FROM later_schedule WHERE {UNPAUSED} AND next_run_at <= %s "
             "ORDER BY next_run_at LIMIT %s"
             + (" FOR UPDATE SKIP LOCKED" if is_postgres(connection) else ""),
-            [namespace, to_db(connection, now), BATCH],
+            [namespace, False, to_db(connection, now), BATCH],
         )
         for row in cursor.fetchall():
             job_id = _fire(cursor, backend, row, now)
@@ -94,8 +101,8 @@ def next_due(backend: LaterBackend) -> datetime | None:
     connection = connection_for(backend.database)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT MIN(next_run_at) FROM later_schedule WHERE namespace = %s AND next_run_at > %s",
-            [backend.namespace, to_db(connection, timezone.now())],
+            f"SELECT MIN(next_run_at) FROM later_schedule WHERE {UNPAUSED} AND next_run_at > %s",
+            [backend.namespace, False, to_db(connection, timezone.now())],
         )
         return from_db(cursor.fetchone()[0])  # MIN gives one row, NULL without a schedule
 

@@ -141,6 +141,95 @@ def test_a_viewer_finds_which_schedule_no_worker_fires(page, live_server):
     assert "scheduled" in page.inner_text("#schedule-nightly")
 
 
+def test_an_operator_unblocks_partitions_from_the_triage_desk(page, live_server):
+    from later_django.models import PartitionHead, PartitionLease
+    from later_django.topics.registry import forget_layouts
+    from later_django.worker.outcomes import RETRY
+    from tests.topics import tasks as ordered
+    from tests.topics.helpers import claim, finish, keys_in_distinct_partitions
+
+    forget_layouts()
+    operator = ("view_jobindexrow", "change_jobindexrow")
+    user("operator", staff=True, codenames=operator)
+    a, b = keys_in_distinct_partitions(2)
+    failing = [ordered.step.using(partition_key=a).enqueue(a, n).id for n in range(3)]
+    stuck = [ordered.step.using(partition_key=b).enqueue(b, n).id for n in range(2)]
+    claimed = {c.job_id: c for c in claim("worker-a")}
+    finish("worker-a", claimed[failing[0]], RETRY, retry_in=600)
+    past = timezone.now() - timedelta(seconds=30)
+    stuck_part = partition_for(stuck[0])
+    PartitionLease.objects.filter(partition=stuck_part).update(expires_at=past)
+    PartitionHead.objects.filter(partition=stuck_part).update(available_at=past)
+
+    log_in(page, live_server, "operator")
+    page.goto(f"{live_server.url}/admin/later/dashboard/topics/")
+    page.click("#later-triage-link")
+    assert page.inner_text("h1") == "Triage desk"
+    failing_row = f"#triage-orders-{partition_for(failing[0])}"
+    stuck_row = f"#triage-orders-{stuck_part}"
+    assert "the head waits for its retry" in page.inner_text(failing_row)
+    assert page.inner_text(f"{failing_row} .later-behind") == "2"
+    assert "the lease of worker-a (epoch 1) expired" in page.inner_text(stuck_row)
+
+    # Retry now: the failing head may run at once.
+    page.click(f"{failing_row} .later-action-retry")
+    assert "Are you sure you want to retry this head now?" in page.inner_text("#content")
+    page.click('input[type=submit][value="Yes, retry now"]')
+    assert "may run again now" in page.inner_text(".messagelist")
+    assert PartitionHead.objects.get(job_id=failing[0]).available_at <= timezone.now()
+
+    # Release the stalled lease: its owner is cleared.
+    page.click(f"{stuck_row} .later-action-release")
+    page.click('input[type=submit][value="Yes, release"]')
+    assert "released from worker-a" in page.inner_text(".messagelist")
+    assert PartitionLease.objects.get(partition=stuck_part).owner is None
+
+    # Skip the stalled head with a reason: the partition moves on.
+    page.click(f"{stuck_row} .later-action-skip")
+    page.fill("#later-reason", "customer <b>left</b>")
+    page.click('input[type=submit][value="Yes, skip"]')
+    assert "the partition moved on to its next job" in page.inner_text(".messagelist")
+    assert PartitionHead.objects.get(partition=stuck_part).job_id == stuck[1]
+    skipped = get_job(stuck[0], namespace=NAMESPACE)
+    assert (skipped.stage, skipped.cancel_reason) == ("cancelled", "customer <b>left</b>")
+    page.goto(f"{live_server.url}/admin/later/dashboard/job/{stuck[0]}/")
+    assert "skipped as head of orders" in page.inner_text("#content")
+    assert "released by operator" in page.inner_text("#content")
+    forget_layouts()
+
+
+def partition_for(job_id: str) -> int:
+    from later_django.models import JobIndexRow
+
+    return JobIndexRow.objects.get(job_id=job_id).partition
+
+
+def test_an_operator_pauses_runs_and_resumes_a_schedule(page, live_server):
+    later_django.schedule("stock-sync", "*/15 * * * *", tasks.echo, {"sync": "stock"})
+    user("operator", staff=True, codenames=("view_jobindexrow", "change_jobindexrow"))
+    log_in(page, live_server, "operator")
+    page.goto(f"{live_server.url}/admin/later/dashboard/schedules/")
+
+    page.click("#schedule-stock-sync .later-action-pause")
+    assert "Are you sure you want to pause this schedule?" in page.inner_text("#content")
+    page.click('input[type=submit][value="Yes, pause"]')
+    assert "Schedule stock-sync paused" in page.inner_text(".messagelist")
+    assert "paused" in page.inner_text("#schedule-stock-sync")
+    assert Schedule.objects.get().paused
+
+    page.click("#schedule-stock-sync .later-action-run")
+    page.click('input[type=submit][value="Yes, run now"]')
+    job_id = Schedule.objects.get().last_job_id
+    assert f"job {job_id} enqueued" in page.inner_text(".messagelist")
+    assert job_id in page.inner_text("#schedule-stock-sync")
+
+    page.click("#schedule-stock-sync .later-action-resume")
+    page.click('input[type=submit][value="Yes, resume"]')
+    assert "Schedule stock-sync resumed" in page.inner_text(".messagelist")
+    assert "scheduled" in page.inner_text("#schedule-stock-sync")
+    assert not Schedule.objects.get().paused
+
+
 def test_the_overview_refreshes_itself_without_reloading(page, live_server, make_job):
     user("watcher", staff=True, codenames=("view_jobindexrow",))
     log_in(page, live_server, "watcher")
@@ -206,6 +295,8 @@ def test_screenshots_of_every_page(page, live_server, run_burst):
     later_django.schedule("nightly-report", "0 2 * * *", tasks.echo, {"report": "sales"})
     later_django.schedule("stock-sync", "*/15 * * * *", tasks.echo, {"sync": "stock"})
     later_django.schedule("invoices", "0 * * * *", tasks.echo, {"run": "invoices"}, sequential=True)
+    later_django.schedule("weekly-digest", "0 8 * * 1", tasks.echo, {"digest": "weekly"})
+    later_django.pause_schedule("weekly-digest")
     Schedule.objects.filter(identifier="stock-sync").update(next_run_at=timezone.now())
     run_due(default_task_backend)  # stock-sync fires: its job runs in the burst below
     run_burst()
@@ -226,6 +317,7 @@ def test_screenshots_of_every_page(page, live_server, run_burst):
     shoot(f"/admin/later/dashboard/job/{failing.id}/", "job-failed")
     shoot(f"/admin/later/dashboard/job/{failing.id}/retry/", "confirm-retry")
     shoot("/admin/later/dashboard/schedules/", "schedules")
+    shoot("/admin/later/dashboard/triage/", "triage")
     shoot("/admin/later/dashboard/topics/", "topics")
     shoot("/admin/later/dashboard/topics/orders/", "topic-partitions")
     shoot("/admin/later/dashboard/topics/orders/5/", "partition-jobs")

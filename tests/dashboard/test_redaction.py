@@ -85,7 +85,13 @@ def every_page(client: Client, job_ids: list[str]) -> dict[str, str]:
         reverse("admin:later_dashboard_live"),
         reverse("admin:later_dashboard_topics"),
         reverse("admin:later_dashboard_schedules"),
+        reverse("admin:later_dashboard_triage"),
         reverse("admin:later_jobindexrow_changelist"),
+    ]
+    urls += [
+        reverse("admin:later_dashboard_schedule_action", args=[action, identifier])
+        for identifier in ("every-second", "sequential")
+        for action in ("pause", "run")
     ]
     urls += [reverse("admin:later_dashboard_jobs", args=[s]) for s in STAGES]
     urls += [reverse("admin:later_jobindexrow_changelist") + f"?stage__exact={s}" for s in STAGES]

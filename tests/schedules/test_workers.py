@@ -151,3 +151,21 @@ def test_a_worker_refuses_to_start_with_an_invalid_declared_schedule(start_worke
         "'0 0 30 2 *', which never matches a real date" in output
     )
     assert later_django.list_schedules() == []
+
+
+def test_a_paused_schedule_does_not_fire_and_fires_again_once_resumed(start_worker):
+    later_django.schedule("paused", "* * * * * *", tasks.tick, "paused")
+    later_django.pause_schedule("paused")
+    # A running schedule beside it shows the worker ticking all along.
+    later_django.schedule("witness", "* * * * * *", tasks.tick, "witness")
+    start_worker()
+    wait_for(lambda: len(due_times("witness")) >= 3, timeout=30)
+    assert occurrences("paused") == []
+
+    resumed_at = timezone.now()
+    later_django.resume_schedule("paused")
+    wait_for(lambda: len(due_times("paused")) >= 2, timeout=30)
+    later_django.unschedule("paused")
+    later_django.unschedule("witness")
+    # Every run is due after the resume: none was made up for the paused seconds.
+    assert all(due > resumed_at for due in due_times("paused"))
