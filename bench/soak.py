@@ -1,0 +1,396 @@
+"""Reliability under load: workers killed, a database server restarted, workers frozen.
+
+    .venv/bin/python bench/soak.py [--db sqlite|postgres|both] [--plain 100000] [--ordered 20000]
+                                   [--keys 200] [--workers 3] [--concurrency 4] [--kill-every 10]
+                                   [--lease 30] [--short] [--restart-postgres] [--freeze N]
+
+Each database is created fresh and dropped afterwards. The soak enqueues
+``--plain`` ordinary jobs and ``--ordered`` jobs of the 16-partition topic
+``bench`` (``--keys`` partition keys, each key's jobs numbered in order),
+starts ``--workers`` ``later_worker`` processes and, every ``--kill-every``
+seconds, SIGKILLs one at random and starts another in its place, until every
+job has finished. Each run of a job writes a row (key, number, pid, start and
+end time) into a table of the soak's own, from which it counts:
+
+* lost: enqueued jobs that did not succeed, or succeeded without a run;
+* duplicates: runs beyond one per job (a killed worker's jobs that had run
+  but whose outcome was not yet stored run again elsewhere);
+* order violations: a job of a key that started before a run of an earlier
+  job of that key ended, or after a later job of that key started.
+
+It exits 1 when a job was lost, the order was broken, or there were more
+duplicates than kills x ``--concurrency``. ``--short`` is a run for CI (3,000
+plain and 600 ordered jobs, a kill every 2 s). ``--restart-postgres`` restarts
+the PostgreSQL server once, when half the jobs are done, with ``pg_ctlcluster
+--skip-systemctl-redirect VERSION main restart`` (``LATER_PG_CLUSTER`` names
+another cluster than ``main``): the workers must recover on their own.
+
+``--freeze N`` measures instead how fast a frozen worker's work moves on:
+while a feeder keeps a few seconds of 0.2-second jobs queued, it SIGSTOPs a
+random worker N times at random moments, times until other workers hold
+every job it held and every partition it leased that has a head, then sends
+SIGCONT. It prints the takeover times and the freezes not taken over within
+the lease + a heartbeat + 3 s (exit 1 if any), and on SQLite how many
+freezes caught the worker holding the database's write lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import bench_env, bench_main, run_child  # noqa: E402
+from bench.soak_db import SoakDatabase, order_violations  # noqa: E402
+
+NAMESPACE = "bench"
+failures: list[str] = []
+
+
+def child(mode: str, url: str, *args: str) -> str:
+    return run_child(__file__, mode, url, *args)
+
+
+def heartbeat_for(lease: float) -> float:
+    return min(5.0, lease / 4)
+
+
+class Workers:
+    """``later_worker`` processes on one database, each logging to a file of its own."""
+
+    def __init__(self, url: str, concurrency: int, lease: float) -> None:
+        self.url, self.concurrency, self.lease = url, str(concurrency), lease
+        self.logs = Path(tempfile.mkdtemp(prefix="later-soak-"))
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.started = 0
+
+    def start(self) -> subprocess.Popen[bytes]:
+        env = bench_env(
+            self.url,
+            LATER_POLL_INTERVAL="0.2",
+            LATER_BENCH_LEASE_SECONDS=str(self.lease),
+            LATER_HEARTBEAT_INTERVAL=str(heartbeat_for(self.lease)),
+        )
+        self.started += 1
+        with open(self.logs / f"worker-{self.started}.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "django", "later_worker", "--concurrency", self.concurrency],
+                env=env,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        self.procs.append(proc)
+        return proc
+
+    def kill_one(self) -> None:
+        """SIGKILL a worker chosen at random and start another in its place."""
+        victim = random.choice(self.procs)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+        self.procs.remove(victim)
+        self.start()
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.send_signal(signal.SIGCONT)
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def restart_postgres() -> float:
+    """Restart the local PostgreSQL cluster; return the seconds the command took."""
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    cluster = os.environ.get("LATER_PG_CLUSTER", "main")
+    began = time.monotonic()
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, cluster, "restart"],
+        check=True,
+        capture_output=True,
+    )
+    return time.monotonic() - began
+
+
+@dataclass
+class SoakReport:
+    jobs: int
+    concurrency: int
+    kills: int = 0
+    lost: int = 0
+    failed: int = 0
+    duplicates: int = 0
+    order_violations: int = 0
+    elapsed: float = 0.0
+    stalled: bool = False
+    restart_seconds: float | None = None
+    logs: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return (
+            not self.stalled
+            and self.lost == 0
+            and self.order_violations == 0
+            and self.duplicates <= self.kills * self.concurrency
+        )
+
+    def rows(self) -> dict[str, str]:
+        rows = {
+            "jobs (plain + ordered)": f"{self.jobs:,}",
+            "kills (SIGKILL, then a new worker)": str(self.kills),
+            "lost": str(self.lost),
+            "  of them failed": str(self.failed),
+            "duplicate runs (limit: kills x concurrency)": (
+                f"{self.duplicates} (limit {self.kills * self.concurrency})"
+            ),
+            "order violations": str(self.order_violations),
+            "elapsed": f"{self.elapsed:.1f} s",
+            "jobs/s": f"{self.jobs / self.elapsed:,.0f}" if self.elapsed else "-",
+        }
+        if self.restart_seconds is not None:
+            rows["PostgreSQL restart (pg_ctlcluster)"] = f"{self.restart_seconds:.1f} s"
+        if self.stalled:
+            rows["STALLED: no job finished for"] = f"{stall_seconds(0):.0f} s or more"
+        return rows
+
+
+def stall_seconds(lease: float) -> float:
+    return 2 * lease + 60
+
+
+def soak(url: str, options: argparse.Namespace) -> SoakReport:
+    """Enqueue, run workers under kills (and a restart), wait for the end, count."""
+    child("setup", url)
+    child("enqueue", url, str(options.plain), str(options.ordered), str(options.keys))
+    db = SoakDatabase(url)
+    report = SoakReport(jobs=options.plain + options.ordered, concurrency=options.concurrency)
+    workers = Workers(url, options.concurrency, options.lease)
+    report.logs = str(workers.logs)
+    restart_pending = options.restart_postgres
+    began = time.monotonic()
+    try:
+        for _ in range(options.workers):
+            workers.start()
+        next_kill = began + options.kill_every
+        progress_at, best = began, report.jobs
+        while (unfinished := db.unfinished()) > 0:
+            now = time.monotonic()
+            if unfinished < best:
+                progress_at, best = now, unfinished
+            elif now - progress_at > stall_seconds(options.lease):
+                report.stalled = True
+                break
+            if restart_pending and unfinished <= report.jobs // 2:
+                restart_pending = False
+                report.restart_seconds = restart_postgres()
+            if now >= next_kill:
+                workers.kill_one()
+                report.kills += 1
+                next_kill = now + options.kill_every
+            time.sleep(0.25)
+        report.elapsed = time.monotonic() - began
+    finally:
+        workers.stop()
+    counts = db.counts()
+    report.lost, report.failed = counts.lost, counts.failed
+    report.duplicates = counts.runs - counts.jobs_run
+    report.order_violations = order_violations(db.ordered_runs())
+    return report
+
+
+@dataclass
+class FreezeReport:
+    lease: float
+    limit: float
+    times: list[float] = field(default_factory=list)
+    late: list[float] = field(default_factory=list)
+    held_write_lock: int = 0
+    jobs_held: int = 0
+    partitions_held: int = 0
+    lost: int = 0
+    duplicates: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.late and self.lost == 0
+
+    def rows(self) -> dict[str, str]:
+        times = sorted(self.times)
+
+        def pick(q: float) -> str:
+            return f"{times[min(len(times) - 1, int(len(times) * q))]:.1f}" if times else "-"
+
+        return {
+            "freezes (SIGSTOP, SIGCONT once taken over)": str(len(times)),
+            "frozen workers' jobs / partitions with a head": (
+                f"{self.jobs_held} / {self.partitions_held}"
+            ),
+            "takeover p50 / p95 / max": f"{pick(0.5)} / {pick(0.95)} / {pick(1.0)} s",
+            "lease": f"{self.lease:g} s",
+            f"not taken over within {self.limit:g} s": (
+                str(len(self.late))
+                + (f" ({', '.join(f'{t:.1f}' for t in self.late)} s)" if self.late else "")
+            ),
+            "caught holding SQLite's write lock": str(self.held_write_lock),
+            "lost": str(self.lost),
+            "duplicate runs (frozen runs resumed)": str(self.duplicates),
+        }
+
+
+def freeze(
+    url: str, options: argparse.Namespace, *, outside_write_lock: bool = False
+) -> FreezeReport:
+    """Freeze workers ``options.freeze`` times and time the takeover of what each held.
+
+    With ``outside_write_lock`` a freeze that catches a SQLite worker holding
+    the write lock is undone and tried again, to measure what can be bounded.
+    """
+    child("setup", url)
+    lease = options.lease
+    report = FreezeReport(lease=lease, limit=lease + heartbeat_for(lease) + 3)
+    db = SoakDatabase(url)
+    low = options.workers * options.concurrency * 2
+    feeder = subprocess.Popen(
+        [sys.executable, __file__, "--child", "feed", str(low), str(options.keys)],
+        env=bench_env(url),
+        stdin=subprocess.DEVNULL,
+    )
+    workers = Workers(url, options.concurrency, lease)
+    try:
+        for _ in range(options.workers):
+            workers.start()
+        while db.finished() < low:
+            time.sleep(0.2)
+        while len(report.times) < options.freeze:
+            time.sleep(random.uniform(0.2, 1.5))
+            proc = random.choice(workers.procs)
+            worker_id = db.worker_id(proc.pid)
+            if worker_id is None:
+                continue
+            proc.send_signal(signal.SIGSTOP)
+            stopped_at = time.monotonic()
+            jobs, partitions = db.held(worker_id)
+            locked = db.sqlite and db.write_locked()
+            if (not jobs and not partitions) or (locked and outside_write_lock):
+                proc.send_signal(signal.SIGCONT)
+                continue
+            report.held_write_lock += locked
+            report.jobs_held += jobs
+            report.partitions_held += partitions
+            while db.held(worker_id) != (0, 0):
+                if time.monotonic() - stopped_at > report.limit + 30:
+                    break
+                time.sleep(0.05)
+            took = time.monotonic() - stopped_at
+            proc.send_signal(signal.SIGCONT)
+            report.times.append(took)
+            if took > report.limit:
+                report.late.append(took)
+    finally:
+        feeder.terminate()
+        feeder.wait(timeout=60)
+    try:
+        progress_at, best = time.monotonic(), None
+        while (unfinished := db.unfinished()) > 0:
+            if best is None or unfinished < best:
+                progress_at, best = time.monotonic(), unfinished
+            elif time.monotonic() - progress_at > stall_seconds(lease):
+                break
+            time.sleep(0.25)
+    finally:
+        workers.stop()
+    counts = db.counts()
+    report.lost = counts.lost
+    report.duplicates = counts.runs - counts.jobs_run
+    return report
+
+
+def child_main(mode: str, args: list[str]) -> None:
+    import django
+
+    django.setup()
+    from bench import soak_feed
+
+    if mode == "setup":
+        soak_feed.setup()
+    elif mode == "enqueue":
+        soak_feed.enqueue(int(args[0]), int(args[1]), int(args[2]))
+    elif mode == "feed":
+        soak_feed.feed(low=int(args[0]), keys=int(args[1]))
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plain", type=int, default=100_000, help="ordinary jobs")
+    parser.add_argument("--ordered", type=int, default=20_000, help="jobs of topic 'bench'")
+    parser.add_argument("--keys", type=int, default=200, help="partition keys of ordered jobs")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--kill-every", type=float, default=10.0, help="seconds between kills")
+    parser.add_argument("--lease", type=float, default=30.0, help="the backend's lease_seconds")
+    parser.add_argument(
+        "--short", action="store_true", help="3,000 plain + 600 ordered jobs, a kill every 2 s"
+    )
+    parser.add_argument("--restart-postgres", action="store_true")
+    parser.add_argument("--freeze", type=int, default=0, metavar="N", help="freeze mode")
+
+
+def parse_options(argv: list[str]) -> argparse.Namespace:
+    """The options of a run, as the command line gives them (for callers in Python)."""
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    return shorten(parser.parse_args(argv))
+
+
+def shorten(options: argparse.Namespace) -> argparse.Namespace:
+    if options.short:
+        options.plain, options.ordered, options.kill_every = 3000, 600, 2.0
+        options.keys = min(options.keys, 30)
+    return options
+
+
+def each(kind: str, url: str, options: argparse.Namespace) -> None:
+    options = shorten(options)
+    print(f"== {kind}", flush=True)
+    report: SoakReport | FreezeReport
+    if options.freeze:
+        report = freeze(url, options)
+    else:
+        if options.restart_postgres and kind != "postgres":
+            print("(--restart-postgres applies to PostgreSQL only)")
+        options_here = argparse.Namespace(**vars(options))
+        options_here.restart_postgres = options.restart_postgres and kind == "postgres"
+        report = soak(url, options_here)
+    for name, value in report.rows().items():
+        print(f"{name:50} {value}", flush=True)
+    if not report.ok:
+        failures.append(kind)
+        if isinstance(report, SoakReport):
+            print(f"FAILED; worker logs in {report.logs}", flush=True)
+
+
+def main() -> None:
+    bench_main(__doc__ or "", child_main, add_options, each)
+    if failures:
+        raise SystemExit(f"failed on {', '.join(failures)}")
+
+
+if __name__ == "__main__":
+    main()
