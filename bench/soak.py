@@ -19,7 +19,8 @@ end time) into a table of the soak's own, from which it counts:
   job of that key ended, or after a later job of that key started.
 
 It exits 1 when a job was lost, the order was broken, or there were more
-duplicates than kills x ``--concurrency``. ``--short`` is a run for CI (3,000
+duplicates than kills x ``--concurrency`` (a server restart counting as a
+kill of every worker). ``--short`` is a run for CI (3,000
 plain and 600 ordered jobs, a kill every 2 s). ``--restart-postgres`` restarts
 the PostgreSQL server once, when half the jobs are done, with ``pg_ctlcluster
 --skip-systemctl-redirect VERSION main restart`` (``LATER_PG_CLUSTER`` names
@@ -130,11 +131,13 @@ def restart_postgres() -> float:
 @dataclass
 class SoakReport:
     jobs: int
+    workers: int
     concurrency: int
     kills: int = 0
     lost: int = 0
     failed: int = 0
     duplicates: int = 0
+    most_after_one_kill: int = 0
     order_violations: int = 0
     elapsed: float = 0.0
     stalled: bool = False
@@ -147,8 +150,17 @@ class SoakReport:
             not self.stalled
             and self.lost == 0
             and self.order_violations == 0
-            and self.duplicates <= self.kills * self.concurrency
+            and self.duplicates <= self.duplicate_limit
         )
+
+    @property
+    def duplicate_limit(self) -> int:
+        """Runs whose outcome a killed worker had not stored: at most one per thread.
+
+        A server restart ends every worker's sessions, as if each were killed.
+        """
+        restarts = self.workers if self.restart_seconds is not None else 0
+        return (self.kills + restarts) * self.concurrency
 
     def rows(self) -> dict[str, str]:
         rows = {
@@ -157,8 +169,9 @@ class SoakReport:
             "lost": str(self.lost),
             "  of them failed": str(self.failed),
             "duplicate runs (limit: kills x concurrency)": (
-                f"{self.duplicates} (limit {self.kills * self.concurrency})"
+                f"{self.duplicates} (limit {self.duplicate_limit})"
             ),
+            "  most after one kill": str(self.most_after_one_kill),
             "order violations": str(self.order_violations),
             "elapsed": f"{self.elapsed:.1f} s",
             "jobs/s": f"{self.jobs / self.elapsed:,.0f}" if self.elapsed else "-",
@@ -167,6 +180,7 @@ class SoakReport:
             rows["PostgreSQL restart (pg_ctlcluster)"] = f"{self.restart_seconds:.1f} s"
         if self.stalled:
             rows["STALLED: no job finished for"] = f"{stall_seconds(0):.0f} s or more"
+        rows["worker logs"] = self.logs
         return rows
 
 
@@ -179,7 +193,11 @@ def soak(url: str, options: argparse.Namespace) -> SoakReport:
     child("setup", url)
     child("enqueue", url, str(options.plain), str(options.ordered), str(options.keys))
     db = SoakDatabase(url)
-    report = SoakReport(jobs=options.plain + options.ordered, concurrency=options.concurrency)
+    report = SoakReport(
+        jobs=options.plain + options.ordered,
+        workers=options.workers,
+        concurrency=options.concurrency,
+    )
     workers = Workers(url, options.concurrency, options.lease)
     report.logs = str(workers.logs)
     restart_pending = options.restart_postgres
@@ -210,6 +228,7 @@ def soak(url: str, options: argparse.Namespace) -> SoakReport:
     counts = db.counts()
     report.lost, report.failed = counts.lost, counts.failed
     report.duplicates = counts.runs - counts.jobs_run
+    report.most_after_one_kill = db.most_runs_again_after_one_kill()
     report.order_violations = order_violations(db.ordered_runs())
     return report
 
@@ -338,12 +357,12 @@ def child_main(mode: str, args: list[str]) -> None:
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--plain", type=int, default=100_000, help="ordinary jobs")
-    parser.add_argument("--ordered", type=int, default=20_000, help="jobs of topic 'bench'")
-    parser.add_argument("--keys", type=int, default=200, help="partition keys of ordered jobs")
+    parser.add_argument("--plain", type=int, help="ordinary jobs (100,000)")
+    parser.add_argument("--ordered", type=int, help="jobs of topic 'bench' (20,000)")
+    parser.add_argument("--keys", type=int, help="partition keys of ordered jobs (200)")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=4)
-    parser.add_argument("--kill-every", type=float, default=10.0, help="seconds between kills")
+    parser.add_argument("--kill-every", type=float, help="seconds between kills (10)")
     parser.add_argument("--lease", type=float, default=30.0, help="the backend's lease_seconds")
     parser.add_argument(
         "--short", action="store_true", help="3,000 plain + 600 ordered jobs, a kill every 2 s"
@@ -360,9 +379,11 @@ def parse_options(argv: list[str]) -> argparse.Namespace:
 
 
 def shorten(options: argparse.Namespace) -> argparse.Namespace:
-    if options.short:
-        options.plain, options.ordered, options.kill_every = 3000, 600, 2.0
-        options.keys = min(options.keys, 30)
+    """Fill in the sizes not given: the full run's, or with ``--short`` the CI run's."""
+    defaults = (3000, 600, 30, 2.0) if options.short else (100_000, 20_000, 200, 10.0)
+    for name, default in zip(("plain", "ordered", "keys", "kill_every"), defaults, strict=True):
+        if getattr(options, name) is None:
+            setattr(options, name, default)
     return options
 
 

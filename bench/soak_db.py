@@ -81,6 +81,16 @@ class SoakDatabase:
         )
         return Counts(lost=lost, failed=failed, runs=runs, jobs_run=jobs_run)
 
+    def most_runs_again_after_one_kill(self) -> int:
+        """The most jobs run again whose first run was in one process (the killed one)."""
+        found = self.rows(
+            "SELECT COUNT(*) FROM bench_soak_run r WHERE NOT EXISTS (SELECT 1 FROM "
+            "bench_soak_run e WHERE e.key = r.key AND e.n = r.n AND e.started < r.started) "
+            "AND EXISTS (SELECT 1 FROM bench_soak_run o WHERE o.key = r.key AND o.n = r.n "
+            "AND o.id <> r.id) GROUP BY r.pid ORDER BY COUNT(*) DESC LIMIT 1"
+        )
+        return found[0][0] if found else 0
+
     def ordered_runs(self) -> list[tuple[str, int, float, float]]:
         return self.rows(
             "SELECT key, n, started, finished FROM bench_soak_run WHERE key <> '' "
