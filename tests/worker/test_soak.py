@@ -17,39 +17,16 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
-from urllib.parse import quote
 
 import pytest
 from django.db import connection, connections
 
-from bench.common import database_urls, drop
 from bench.soak import parse_options, soak
 from bench.soak_db import order_violations
 from later_django.worker.runner import WRITER_SLACK
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.process
-
-
-def admin_url() -> str:
-    """The suite's PostgreSQL server, through its maintenance database."""
-    settings = connection.settings_dict
-    user = quote(settings["USER"] or "postgres")
-    password = f":{quote(settings['PASSWORD'])}" if settings["PASSWORD"] else ""
-    host, port = settings["HOST"] or "127.0.0.1", settings["PORT"] or 5432
-    return f"postgresql://{user}{password}@{host}:{port}/postgres"
-
-
-@pytest.fixture
-def soak_url() -> Iterator[str]:
-    kind = "sqlite" if connection.vendor == "sqlite" else "postgres"
-    admin = admin_url() if kind == "postgres" else ""
-    [(kind, url, handle)] = database_urls(kind, admin)
-    try:
-        yield url
-    finally:
-        drop(kind, handle, admin)
 
 
 def test_workers_killed_every_two_seconds_lose_no_job_and_keep_each_keys_order(soak_url):
