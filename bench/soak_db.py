@@ -6,12 +6,14 @@ is tried again for two minutes, so the parent outlives a server restart.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 NAMESPACE = "bench"
@@ -119,16 +121,28 @@ class SoakDatabase:
         )
         return jobs, partitions
 
-    def write_locked(self, wait: float = 1.0) -> bool:
-        """SQLite: whether another connection holds the write lock for ``wait`` seconds."""
+    def holds_write_lock(self, pid: int) -> bool:
+        """SQLite in WAL mode: whether process ``pid`` holds the database's write lock.
+
+        That lock is a POSIX lock on byte 120 of the ``-shm`` file, which Linux
+        lists, with its owner, in ``/proc/locks``.
+        """
         path = self.url.removeprefix("sqlite:///")
-        with closing(sqlite3.connect(path, timeout=wait, isolation_level=None)) as conn:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:
-                return True
-            conn.execute("ROLLBACK")
+        try:
+            inode = os.stat(f"{path}-shm").st_ino
+        except FileNotFoundError:
             return False
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if fields[1:2] == ["->"]:
+                continue  # a waiter, not a holder
+            if (
+                fields[3:5] == ["WRITE", str(pid)]
+                and fields[5].endswith(f":{inode}")
+                and fields[6] == "120"
+            ):
+                return True
+        return False
 
 
 def _is_outage(error: Exception) -> bool:
