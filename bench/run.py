@@ -8,7 +8,7 @@ HERE = Path(__file__).resolve().parent
 names = sorted(
     p.stem
     for p in HERE.glob("*.py")
-    if p.stem not in {"run", "settings", "tasks", "common", "soak_db", "soak_feed", "__init__"}
+    if p.stem not in {"run", "settings", "tasks", "common", "__init__"}
 )
 if len(sys.argv) < 2 or sys.argv[1] not in names:
     sys.exit(f"usage: ./dev bench NAME [options]; NAME is one of: {', '.join(names)}")

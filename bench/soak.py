@@ -42,94 +42,25 @@ that is SQLite's single-writer design (see docs/worker.md).
 from __future__ import annotations
 
 import argparse
-import os
-import random
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bench_env, bench_main, run_child  # noqa: E402
-from bench.soak_db import SoakDatabase, order_violations  # noqa: E402
+from bench.common import bench_main  # noqa: E402
+from bench.soaking.db import SoakDatabase, order_violations  # noqa: E402
+from bench.soaking.freeze import FreezeReport, freeze  # noqa: E402
+from bench.soaking.workers import (  # noqa: E402
+    Workers,
+    child,
+    restart_postgres,
+    stall_seconds,
+)
 
-NAMESPACE = "bench"
 failures: list[str] = []
-
-
-def child(mode: str, url: str, *args: str) -> str:
-    return run_child(__file__, mode, url, *args)
-
-
-def heartbeat_for(lease: float) -> float:
-    return min(5.0, lease / 4)
-
-
-class Workers:
-    """``later_worker`` processes on one database, each logging to a file of its own."""
-
-    def __init__(self, url: str, concurrency: int, lease: float) -> None:
-        self.url, self.concurrency, self.lease = url, str(concurrency), lease
-        self.logs = Path(tempfile.mkdtemp(prefix="later-soak-"))
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.started = 0
-
-    def start(self) -> subprocess.Popen[bytes]:
-        env = bench_env(
-            self.url,
-            LATER_POLL_INTERVAL="0.2",
-            LATER_BENCH_LEASE_SECONDS=str(self.lease),
-            LATER_HEARTBEAT_INTERVAL=str(heartbeat_for(self.lease)),
-        )
-        self.started += 1
-        with open(self.logs / f"worker-{self.started}.log", "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "django", "later_worker", "--concurrency", self.concurrency],
-                env=env,
-                cwd=ROOT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        self.procs.append(proc)
-        return proc
-
-    def kill_one(self) -> None:
-        """SIGKILL a worker chosen at random and start another in its place."""
-        victim = random.choice(self.procs)
-        victim.send_signal(signal.SIGKILL)
-        victim.wait(timeout=30)
-        self.procs.remove(victim)
-        self.start()
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            proc.send_signal(signal.SIGCONT)
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-
-def restart_postgres() -> float:
-    """Restart the local PostgreSQL cluster; return the seconds the command took."""
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
-    cluster = os.environ.get("LATER_PG_CLUSTER", "main")
-    began = time.monotonic()
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, cluster, "restart"],
-        check=True,
-        capture_output=True,
-    )
-    return time.monotonic() - began
 
 
 @dataclass
@@ -137,6 +68,7 @@ class SoakReport:
     jobs: int
     workers: int
     concurrency: int
+    lease: float
     kills: int = 0
     lost: int = 0
     failed: int = 0
@@ -183,13 +115,9 @@ class SoakReport:
         if self.restart_seconds is not None:
             rows["PostgreSQL restart (pg_ctlcluster)"] = f"{self.restart_seconds:.1f} s"
         if self.stalled:
-            rows["STALLED: no job finished for"] = f"{stall_seconds(0):.0f} s or more"
+            rows["STALLED: no job finished for"] = f"{stall_seconds(self.lease):.0f} s"
         rows["worker logs"] = self.logs
         return rows
-
-
-def stall_seconds(lease: float) -> float:
-    return 2 * lease + 60
 
 
 def soak(url: str, options: argparse.Namespace) -> SoakReport:
@@ -201,6 +129,7 @@ def soak(url: str, options: argparse.Namespace) -> SoakReport:
         jobs=options.plain + options.ordered,
         workers=options.workers,
         concurrency=options.concurrency,
+        lease=options.lease,
     )
     workers = Workers(url, options.concurrency, options.lease)
     report.logs = str(workers.logs)
@@ -237,131 +166,18 @@ def soak(url: str, options: argparse.Namespace) -> SoakReport:
     return report
 
 
-@dataclass
-class FreezeReport:
-    lease: float
-    limit: float
-    times: list[float] = field(default_factory=list)
-    late: list[float] = field(default_factory=list)
-    held_write_lock: list[float] = field(default_factory=list)
-    jobs_held: int = 0
-    partitions_held: int = 0
-    lost: int = 0
-    duplicates: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.late and self.lost == 0
-
-    def rows(self) -> dict[str, str]:
-        times = sorted(self.times)
-
-        def pick(q: float) -> str:
-            return f"{times[min(len(times) - 1, int(len(times) * q))]:.1f}" if times else "-"
-
-        return {
-            "freezes (SIGSTOP, SIGCONT once taken over)": str(len(times)),
-            "frozen workers' jobs / partitions with a head": (
-                f"{self.jobs_held} / {self.partitions_held}"
-            ),
-            "takeover p50 / p95 / max": f"{pick(0.5)} / {pick(0.95)} / {pick(1.0)} s",
-            "lease": f"{self.lease:g} s",
-            f"not taken over within {self.limit:g} s": (
-                str(len(self.late))
-                + (f" ({', '.join(f'{t:.1f}' for t in self.late)} s)" if self.late else "")
-            ),
-            "more freezes, caught holding SQLite's write lock": (
-                f"{len(self.held_write_lock)} (taken over within the limit: "
-                f"{sum(t <= self.limit for t in self.held_write_lock)})"
-            ),
-            "lost": str(self.lost),
-            "duplicate runs (frozen runs resumed)": str(self.duplicates),
-        }
-
-
-def freeze(
-    url: str, options: argparse.Namespace, *, outside_write_lock: bool = False
-) -> FreezeReport:
-    """Freeze workers ``options.freeze`` times and time the takeover of what each held.
-
-    With ``outside_write_lock`` a freeze that catches a SQLite worker holding
-    the write lock is undone and tried again, to measure what can be bounded.
-    """
-    child("setup", url)
-    lease = options.lease
-    report = FreezeReport(lease=lease, limit=lease + heartbeat_for(lease) + 3)
-    db = SoakDatabase(url)
-    low = options.workers * options.concurrency * 2
-    feeder = subprocess.Popen(
-        [sys.executable, __file__, "--child", "feed", str(low), str(options.keys)],
-        env=bench_env(url),
-        stdin=subprocess.DEVNULL,
-    )
-    workers = Workers(url, options.concurrency, lease)
-    try:
-        for _ in range(options.workers):
-            workers.start()
-        while db.finished() < low:
-            time.sleep(0.2)
-        while len(report.times) + len(report.held_write_lock) < options.freeze:
-            time.sleep(random.uniform(0.2, 1.5))
-            proc = random.choice(workers.procs)
-            worker_id = db.worker_id(proc.pid)
-            if worker_id is None:
-                continue
-            proc.send_signal(signal.SIGSTOP)
-            stopped_at = time.monotonic()
-            jobs, partitions = db.held(worker_id)
-            locked = db.sqlite and db.holds_write_lock(proc.pid)
-            if (not jobs and not partitions) or (locked and outside_write_lock):
-                proc.send_signal(signal.SIGCONT)
-                continue
-            # Frozen with SQLite's write lock, it holds every writer up until it
-            # wakes: wait only long enough to see nothing move.
-            wait = report.limit + (2 if locked else 30)
-            while db.held(worker_id) != (0, 0) and time.monotonic() - stopped_at < wait:
-                time.sleep(0.05)
-            took = time.monotonic() - stopped_at
-            proc.send_signal(signal.SIGCONT)
-            if locked:
-                report.held_write_lock.append(took)
-                continue
-            report.times.append(took)
-            report.jobs_held += jobs
-            report.partitions_held += partitions
-            if took > report.limit:
-                report.late.append(took)
-    finally:
-        feeder.terminate()
-        feeder.wait(timeout=60)
-    try:
-        progress_at, best = time.monotonic(), None
-        while (unfinished := db.unfinished()) > 0:
-            if best is None or unfinished < best:
-                progress_at, best = time.monotonic(), unfinished
-            elif time.monotonic() - progress_at > stall_seconds(lease):
-                break
-            time.sleep(0.25)
-    finally:
-        workers.stop()
-    counts = db.counts()
-    report.lost = counts.lost
-    report.duplicates = counts.runs - counts.jobs_run
-    return report
-
-
 def child_main(mode: str, args: list[str]) -> None:
     import django
 
     django.setup()
-    from bench import soak_feed
+    from bench.soaking import feed
 
     if mode == "setup":
-        soak_feed.setup()
+        feed.setup()
     elif mode == "enqueue":
-        soak_feed.enqueue(int(args[0]), int(args[1]), int(args[2]))
+        feed.enqueue(int(args[0]), int(args[1]), int(args[2]))
     elif mode == "feed":
-        soak_feed.feed(low=int(args[0]), keys=int(args[1]))
+        feed.feed(low=int(args[0]), keys=int(args[1]))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from bench.soak import freeze, parse_options
+from bench.soak import parse_options
+from bench.soaking.freeze import freeze
 
 pytestmark = pytest.mark.process
 

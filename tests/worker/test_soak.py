@@ -22,7 +22,7 @@ import pytest
 from django.db import connection, connections
 
 from bench.soak import parse_options, soak
-from bench.soak_db import order_violations
+from bench.soaking.db import order_violations
 from later_django.worker.runner import WRITER_SLACK
 from tests.conftest import wait_for
 
@@ -58,6 +58,8 @@ def pg_ctlcluster_missing() -> str:
         return "PostgreSQL only"
     if shutil.which("pg_ctlcluster") is None or not os.path.isdir("/etc/postgresql"):
         return "pg_ctlcluster is not available to restart the PostgreSQL server"
+    if connection.settings_dict["HOST"] not in ("", "127.0.0.1", "localhost", "::1"):
+        return "the PostgreSQL server is not on this host, so pg_ctlcluster cannot restart it"
     return ""
 
 
