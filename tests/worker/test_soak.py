@@ -8,9 +8,10 @@ order broken, and a bounded number of duplicate runs.
 A killed worker's jobs run again elsewhere when they were running, and also
 when they had finished but their outcomes were still waiting for the writer,
 which stores them in batches while the slots go on: under load a kill can
-re-run a whole batch of finished jobs (16 seen after one kill, with 4 slots).
-Claims pause once ``WRITER_SLACK`` outcomes wait, so the duplicates of a kill
-stay within the slots plus that slack, not within the slots alone.
+re-run a few dozen finished jobs (16 to 31 seen after one kill, with 4
+slots). A worker claims less once more than ``WRITER_SLACK`` outcomes wait,
+so the test allows each kill the slots plus that slack; kills x slots alone
+holds on average, not for every run on a busy machine.
 """
 
 from __future__ import annotations
