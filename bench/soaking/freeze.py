@@ -22,6 +22,7 @@ class FreezeReport:
     limit: float
     times: list[float] = field(default_factory=list)
     late: list[float] = field(default_factory=list)
+    late_left: list[tuple[int, int]] = field(default_factory=list)  # jobs, partitions
     held_write_lock: list[float] = field(default_factory=list)
     jobs_held: int = 0
     partitions_held: int = 0
@@ -47,7 +48,10 @@ class FreezeReport:
             "lease": f"{self.lease:g} s",
             f"not taken over within {self.limit:g} s": (
                 str(len(self.late))
-                + (f" ({', '.join(f'{t:.1f}' for t in self.late)} s)" if self.late else "")
+                + "".join(
+                    f"; {t:.1f} s, still held {j} job(s), {p} partition(s)"
+                    for t, (j, p) in zip(self.late, self.late_left, strict=True)
+                )
             ),
             "more freezes, caught holding SQLite's write lock": (
                 f"{len(self.held_write_lock)} (taken over within the limit: "
@@ -101,6 +105,7 @@ def freeze(
             while db.held(worker_id) != (0, 0) and time.monotonic() - stopped_at < wait:
                 time.sleep(0.05)
             took = time.monotonic() - stopped_at
+            left = db.held(worker_id)
             proc.send_signal(signal.SIGCONT)
             if locked:
                 report.held_write_lock.append(took)
@@ -110,6 +115,7 @@ def freeze(
             report.partitions_held += partitions
             if took > report.limit:
                 report.late.append(took)
+                report.late_left.append(left)
     finally:
         feeder.terminate()
         feeder.wait(timeout=60)
