@@ -40,7 +40,8 @@ def run_child(script: str, mode: str, url: str, *args: str) -> str:
     return out.stdout.strip()
 
 
-def database_urls(which: str) -> list[tuple[str, str, object]]:
+def database_urls(which: str, admin: str = PG_ADMIN) -> list[tuple[str, str, object]]:
+    """Create a throwaway database of each kind ``which`` names: (kind, url, handle)."""
     urls = []
     if which in ("sqlite", "both"):
         path = Path(tempfile.mkdtemp()) / "bench.sqlite3"
@@ -49,17 +50,17 @@ def database_urls(which: str) -> list[tuple[str, str, object]]:
         import psycopg
 
         name = f"later_bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
-        urls.append(("postgres", PG_ADMIN.rsplit("/", 1)[0] + f"/{name}", name))
+        urls.append(("postgres", admin.rsplit("/", 1)[0] + f"/{name}", name))
     return urls
 
 
-def drop(kind: str, handle: object) -> None:
+def drop(kind: str, handle: object, admin: str = PG_ADMIN) -> None:
     if kind == "postgres":
         import psycopg
 
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{handle}" WITH (FORCE)')
 
 

@@ -16,9 +16,10 @@ from django.utils import timezone
 from later_django import states
 from later_django.exceptions import InvalidTransition, LaterError
 from later_django.jobs import cancel_job, retry_job
-from later_django.models import DeliveryCommand, PartitionHead
+from later_django.models import DeliveryCommand, JobExecution, PartitionHead
 from later_django.states import Stage, check_transition
 from later_django.topics.registry import forget_layouts
+from later_django.worker.claiming import claim
 from later_django.worker.maintenance import promote_due
 from later_django.worker.outcomes import FAILED, RELEASE, RETRY, SUCCESS
 from tests import tasks
@@ -234,9 +235,14 @@ def test_every_stage_change_the_engine_makes_is_in_the_table_and_every_entry_hap
     finish([claimed[retried_later.id]], RETRY, retry_at=later())
     finish([claimed[retried_now.id]], RETRY, retry_at=timezone.now())
     finish([claimed[released.id]], RELEASE)
-    # a lapsed execution lease: the command's available_at is the lease expiry
+    # a lapsed execution lease, taken over by another worker (never by its own owner,
+    # which still holds the job): the command's available_at is the lease expiry
     DeliveryCommand.objects.filter(job_id=lapsed.id).update(available_at=timezone.now())
-    assert [c.job_id for c in claim_ready() if c.job_id == lapsed.id] == [lapsed.id]
+    JobExecution.objects.filter(job_id=lapsed.id).update(lease_expires_at=timezone.now())
+    taken = []
+    while batch := claim("tests", "other", queues=None, free=16, lease_seconds=30, using="default"):
+        taken += batch
+    assert [c.job_id for c in taken if c.job_id == lapsed.id] == [lapsed.id]
     # promotion of a delayed job and of a due retry
     delayed = tasks.record.using(run_after=timedelta(hours=1)).enqueue("states", "delayed")
     assert set(promote_due("tests", using="default", now=later())) >= {

@@ -84,6 +84,7 @@ PG_CLAIM = f"""
 WITH picked AS (
     SELECT id, priority, available_at FROM later_delivery_queue
     WHERE namespace = %(ns)s AND available_at <= %(now)s {{queue_filter}}
+      AND lease_owner IS DISTINCT FROM %(owner)s
     ORDER BY priority DESC, available_at, id
     LIMIT {{batch}} FOR UPDATE SKIP LOCKED
 ), ranked AS (
@@ -148,8 +149,9 @@ def _claim_sqlite(cursor: Any, connection, namespace, owner, queues, now, expire
     cursor.execute(
         "SELECT id, job_id, enqueued_at, available_at FROM later_delivery_queue "
         f"WHERE namespace = %s AND available_at <= %s {queue_filter} "
+        "AND lease_owner IS NOT %s "
         f"ORDER BY priority DESC, available_at, id LIMIT {BATCH}",
-        params,
+        [*params, owner],
     )
     rows = cursor.fetchall()
     take = rows[: min(room, BATCH)] if len(rows) >= BATCH else rows[:1]
@@ -225,6 +227,11 @@ def claim(
     """Lease up to ``free`` ready commands to ``owner`` and mark their jobs running.
 
     With ``lazy`` the records stay encoded until each item's ``load()``.
+
+    Never a command whose lapsed lease is ``owner``'s own: a worker stopped
+    past its lease (SIGSTOP, a paused VM) still holds that job in memory and
+    renews the lease at its next heartbeat; claiming it again would run it
+    twice in one process. Other workers take it over as usual.
 
     The attempt is added to each record in memory only; it is stored with the
     outcome. A job taken over from a worker that stopped responding gets that

@@ -154,6 +154,19 @@ def test_a_lapsed_lease_makes_the_job_claimable_again_with_a_higher_epoch():
     assert JobIndexRow.objects.get(job_id=job_id).attempts == 2
 
 
+def test_a_worker_never_claims_again_a_job_whose_lease_it_let_lapse():
+    """A worker stopped (SIGSTOP) past its lease still holds the job in memory; claiming
+    it a second time ran it twice in that worker and dropped the second run's outcome,
+    leaving the job running for as long as the worker lived."""
+    [job_id] = enqueue(1)
+    [held] = take("worker-a", lease_seconds=0.2)
+    time.sleep(0.3)
+
+    assert take("worker-a") == []
+    [taken] = take("worker-b")  # other workers take it over as before
+    assert (taken.job_id, taken.epoch) == (held.job_id, 2) == (job_id, 2)
+
+
 def test_a_worker_whose_lease_was_taken_over_cannot_store_an_outcome():
     [job_id] = enqueue(1)
     [stale] = take("worker-a", lease_seconds=0.2)

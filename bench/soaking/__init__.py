@@ -1,0 +1,1 @@
+"""The parts of ``bench/soak.py``: its database reads, its Django side, workers, freezes."""
