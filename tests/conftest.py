@@ -34,6 +34,25 @@ def worker_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def manage(
+    *args: str, database_url: str | None = None, timeout: float = 60, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py *args`` in a subprocess on this run's database, or on ``database_url``."""
+    environment = worker_env(**env)
+    if database_url is not None:
+        environment["DATABASE_URL"] = database_url
+        environment.pop("LATER_TEST_DATABASE_NAME")
+    return subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 class WorkerProcess:
     """A real ``manage.py later_worker`` subprocess."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -15,20 +14,13 @@ from django.utils import timezone
 
 from later_django.models import JobIndexRow, Worker
 from tests import tasks
-from tests.conftest import ROOT, wait_for, worker_env
+from tests.conftest import manage, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def health(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "django", "later_health", *args],
-        cwd=ROOT,
-        env=worker_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return manage("later_health", *args, **env)
 
 
 def in_process(*args: str) -> tuple[int, str]:
@@ -207,15 +199,8 @@ def test_a_bad_flag_exits_2_from_the_command_line():
 @pytest.mark.process
 def test_a_database_without_the_later_tables_fails_the_migrations_check(tmp_path):
     # A fresh SQLite file stands for any database `migrate` has not been run on.
-    env = worker_env(DATABASE_URL=f"sqlite:///{tmp_path / 'new.sqlite3'}")
-    env.pop("LATER_TEST_DATABASE_NAME")
-    completed = subprocess.run(
-        [sys.executable, "-m", "django", "later_health", "--json"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    completed = manage(
+        "later_health", "--json", database_url=f"sqlite:///{tmp_path / 'new.sqlite3'}"
     )
     assert completed.returncode == 1, completed.stderr
     report = json.loads(completed.stdout)
@@ -229,16 +214,7 @@ def test_a_database_without_the_later_tables_fails_the_migrations_check(tmp_path
 
 @pytest.mark.process
 def test_a_database_that_does_not_answer_fails_the_first_check(tmp_path):
-    env = worker_env(DATABASE_URL="postgresql://postgres@127.0.0.1:1/nothing")
-    env.pop("LATER_TEST_DATABASE_NAME")
-    completed = subprocess.run(
-        [sys.executable, "-m", "django", "later_health"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    completed = manage("later_health", database_url="postgresql://postgres@127.0.0.1:1/nothing")
     assert completed.returncode == 1, completed.stderr
     (line,) = completed.stdout.splitlines()
     assert line.startswith("FAIL database: 'default' does not answer: ")

@@ -1,7 +1,6 @@
 """later_worker's flags: --concurrency, --queue, --max-jobs, --burst, and their errors."""
 
 import subprocess
-import sys
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -9,7 +8,7 @@ from django.test import override_settings
 
 from later_django.models import JobIndexRow
 from tests import tasks
-from tests.conftest import ROOT, wait_for, worker_env
+from tests.conftest import manage, wait_for
 from tests.models import Execution
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
@@ -66,15 +65,7 @@ def test_a_worker_without_burst_keeps_waiting_for_work(start_worker):
 
 
 def run_command(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "django", "later_worker", *args],
-        cwd=ROOT,
-        env=worker_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    return manage("later_worker", *args, timeout=30, **env)
 
 
 @pytest.mark.parametrize(
@@ -161,15 +152,8 @@ def test_a_worker_refuses_a_backend_that_is_not_later():
 
 def test_a_worker_refuses_to_start_on_a_database_without_the_later_tables(tmp_path):
     # A fresh SQLite file stands for any database `migrate` has not been run on.
-    env = worker_env(DATABASE_URL=f"sqlite:///{tmp_path / 'new.sqlite3'}")
-    env.pop("LATER_TEST_DATABASE_NAME")
-    completed = subprocess.run(
-        [sys.executable, "-m", "django", "later_worker", "--burst"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    completed = manage(
+        "later_worker", "--burst", database_url=f"sqlite:///{tmp_path / 'new.sqlite3'}"
     )
     assert completed.returncode == 1, completed.stderr
     assert completed.stderr.startswith("CommandError: Database 'default' has not had "), (
