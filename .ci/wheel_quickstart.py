@@ -6,11 +6,13 @@ and every command runs from it with ``PYTHONPATH`` unset. So the quick start
 fails here if the wheel misses a module, a migration, a template, a static
 file or a dependency that it needs.
 
-Usage: python .ci/wheel_quickstart.py [pip requirement ...]   (e.g. "django>=5.2,<6.0")
+Usage: python .ci/wheel_quickstart.py [--extras EXTRAS] [pip requirement ...]
+e.g. --extras django52 "django>=5.2,<6.0" for Django 5.2 with the backport.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -149,7 +151,10 @@ def verify():
     page = client.get("/admin/later/dashboard/")
     assert page.status_code == 200, page.status_code
     assert b"later/dashboard.js" in page.content
-    print(f"quick start passed: later_django {later_django.__version__} from {package.parent}")
+    print(
+        f"quick start passed: later_django {later_django.__version__} from {package.parent}, "
+        f"Django {django.get_version()}"
+    )
 
 
 {"enqueue": enqueue, "verify": verify}[sys.argv[1]]()
@@ -187,7 +192,7 @@ def write_project(project: Path) -> None:
         (project / name).write_text(textwrap.dedent(text).lstrip())
 
 
-def main(requirements: list[str]) -> None:
+def main(extras: str | None, requirements: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="later-wheel-") as tmp:
         work = Path(tmp)
         wheel = build_wheel(work)
@@ -195,7 +200,7 @@ def main(requirements: list[str]) -> None:
         run(sys.executable, "-m", "venv", venv, cwd=work)
         python = venv / "bin" / "python"
         pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        run(*pip, wheel, *requirements, cwd=work)
+        run(*pip, f"{wheel}[{extras}]" if extras else wheel, *requirements, cwd=work)
         project = work / "project"
         write_project(project)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -209,7 +214,11 @@ def main(requirements: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--extras", help="extras of the wheel to install, e.g. django52")
+    parser.add_argument("requirements", nargs="*", help="more pip requirements")
+    arguments = parser.parse_args()
     try:
-        main(sys.argv[1:])
+        main(arguments.extras, arguments.requirements)
     except subprocess.CalledProcessError as e:
         sys.exit(f"error: the installed wheel's quick start failed at: {' '.join(e.cmd)}")
