@@ -156,3 +156,19 @@ def configured_namespaces() -> list[str]:
             if namespace not in seen:
                 seen.append(namespace)
     return seen
+
+
+def configured_databases() -> list[str]:
+    """``DATABASES`` aliases the Later backend aliases in ``settings.TASKS`` use, in alias order.
+
+    ``["default"]`` when no Later backend is configured: that is where
+    ``OPTIONS["database"]`` points by default, so a project that migrates
+    before it configures ``TASKS`` gets the tables where they will be used.
+    """
+    seen: list[str] = []
+    for params in getattr(settings, "TASKS", {}).values():
+        if params.get("BACKEND") == BACKEND_PATH:
+            database = params.get("OPTIONS", {}).get("database", BackendOptions.database)
+            if isinstance(database, str) and database not in seen:
+                seen.append(database)
+    return seen or [BackendOptions.database]
