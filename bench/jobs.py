@@ -176,7 +176,7 @@ def child_main(mode: str, args: list[str]) -> None:
         print(f"{count / seconds:,.0f} ({count} jobs in {seconds:.2f}s)")
         return
     if mode == "latency":
-        from django.tasks import default_task_backend
+        from later_django.tasks_api import default_task_backend
 
         n = int(args[0])
         ids = []

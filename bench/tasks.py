@@ -2,7 +2,8 @@ import os
 import time
 
 from django.db import connection
-from django.tasks import task
+
+from later_django import task
 
 
 @task

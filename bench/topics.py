@@ -29,7 +29,7 @@ from bench.common import bench_env, bench_main, run_child  # noqa: E402
 
 if __name__ != "__main__" and os.environ.get("DJANGO_SETTINGS_MODULE"):
     # Imported by workers and by this script's own children, with Django set up.
-    from django.tasks import task
+    from later_django import task
 
     @task(topic="bench")
     def ordered_noop(key: str, n: int) -> None:

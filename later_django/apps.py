@@ -8,5 +8,6 @@ class LaterConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        # The system checks; tasks_api also registers the backport's checks and receivers.
+        from . import checks, tasks_api  # noqa: F401
         from .topics import receivers  # noqa: F401  (registers topics after migrate)

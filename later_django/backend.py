@@ -10,11 +10,6 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 from django.db import connections
-from django.tasks import Task, TaskResult
-from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
 from . import backoff as backoff_module
@@ -26,6 +21,16 @@ from .exceptions import InvalidArgument, InvalidCall
 from .records import JobRecord, check_arguments, new_job_id, to_micros
 from .results import UnavailableTask, load_result
 from .states import STATUS, Stage
+from .tasks_api import (
+    TASK_MAX_PRIORITY,
+    TASK_MIN_PRIORITY,
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskResult,
+    TaskResultDoesNotExist,
+    task_enqueued,
+)
 from .topics.enqueueing import insert_with_partitions, route_fields, validate_routing
 
 

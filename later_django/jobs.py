@@ -13,7 +13,6 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import F
-from django.tasks import task_backends
 from django.utils import timezone
 
 from . import continuations
@@ -24,6 +23,7 @@ from .models import DeliveryCommand, JobExecution, JobIndexRow, StorageValue
 from .records import ErrorEntry, JobRecord, Note, from_micros, job_key
 from .results import load_record
 from .states import CANCELLABLE, FINISHED, RETRYABLE, Stage
+from .tasks_api import task_backends
 
 
 def backend_for(namespace: str) -> LaterBackend:

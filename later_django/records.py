@@ -14,11 +14,11 @@ from typing import Any
 
 import msgpack
 from django.utils import timezone
-from django.utils.json import normalize_json
 from ulid import ULID
 
 from .db import django_time
 from .exceptions import PayloadDecodeError, SerializationError
+from .tasks_api import normalize_json
 
 RECORD_VERSION = 1
 

@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q
-from django.tasks import Task, TaskResult
-from django.tasks.base import TaskError
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -15,6 +13,7 @@ from .exceptions import PayloadDecodeError, TaskUnavailable
 from .models import JobIndexRow, StorageValue
 from .records import ErrorEntry, JobRecord, from_micros, job_key, to_micros
 from .states import STATUS, Stage
+from .tasks_api import Task, TaskError, TaskResult
 
 if TYPE_CHECKING:
     from .backend import LaterBackend

@@ -20,9 +20,8 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import NamedTuple
 
-from django.tasks import TaskResultStatus
-
 from .exceptions import InvalidTransition
+from .tasks_api import TaskResultStatus
 
 
 class Stage(StrEnum):

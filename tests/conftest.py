@@ -16,7 +16,11 @@ import pytest
 from django.db import connection, connections, transaction
 from django.db.models import QuerySet
 
+from later_django.tasks_api import DummyBackend
+
 ROOT = Path(__file__).resolve().parent.parent
+# Django's DummyBackend, from django.tasks or (Django 5.2) the django-tasks backport.
+DUMMY_BACKEND = f"{DummyBackend.__module__}.{DummyBackend.__qualname__}"
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ import time
 from datetime import timedelta
 
 from django.db import connection
-from django.tasks import task
+
+from later_django import task
 
 
 def _record(kind: str, value: str) -> None:

@@ -3,14 +3,14 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.tasks import default_task_backend, task, task_backends
-from django.tasks.exceptions import InvalidTask
 from django.test import override_settings
 from django.utils import timezone
 
+import later_django
 from later_django.backend import LaterBackend, LaterTask
 from later_django.backoff import Fixed, Immediate
 from later_django.exceptions import InvalidArgument
+from later_django.tasks_api import InvalidTask, default_task_backend, task, task_backends
 from tests import tasks
 
 
@@ -83,13 +83,13 @@ def test_using_accepts_an_aware_datetime_run_after():
 )
 def test_a_bad_later_option_on_a_task_is_refused_when_it_is_defined(options, message):
     with pytest.raises(InvalidTask) as raised:
-        task(**options)(tasks.add.func)
+        later_django.task(**options)(tasks.add.func)
     assert str(raised.value) == message
 
 
 def test_an_unknown_decorator_option_is_refused():
     with pytest.raises(TypeError, match="unexpected keyword argument 'retries'"):
-        task(retries=3)(tasks.add.func)
+        later_django.task(retries=3)(tasks.add.func)
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,6 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.tasks import TaskResultStatus
-from django.tasks.checks import check_tasks
-from django.tasks.exceptions import InvalidTask
 from django.test import override_settings
 from django.urls import reverse
 
@@ -27,6 +24,7 @@ from later_django.checks import check_later_settings
 from later_django.exceptions import InvalidArgument, LaterError
 from later_django.models import DeliveryCommand, JobIndexRow, Schedule, StorageValue
 from later_django.records import job_key
+from later_django.tasks_api import InvalidTask, TaskResultStatus, check_tasks
 from tests import tasks
 from tests.dashboard.conftest import operator, operator_client  # noqa: F401  (fixtures)
 

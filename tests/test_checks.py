@@ -4,11 +4,10 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from django.tasks import task_backends
-from django.tasks.checks import check_tasks
 from django.test import override_settings
 
 from later_django.checks import check_later_settings, check_postgres_driver
+from later_django.tasks_api import check_tasks, task_backends
 
 BACKEND = "later_django.backend.LaterBackend"
 FROM_1 = "it must be a number of seconds from 1 to 3155760000 (100 years)."

@@ -8,15 +8,12 @@ from types import MappingProxyType
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection, transaction
-from django.tasks import TaskResultStatus
-from django.tasks.backends.dummy import DummyBackend
-from django.tasks.exceptions import InvalidTask
-from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
 from later_django.exceptions import InvalidArgument, InvalidCall, LaterError, SerializationError
 from later_django.models import DeliveryCommand, JobIndexRow, StorageValue
 from later_django.records import JobRecord
+from later_django.tasks_api import DummyBackend, InvalidTask, TaskResultStatus, task_enqueued
 from tests import tasks
 from tests.db_state import later_row_counts, stage_counts
 from tests.models import Order

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from later_django.models import JobIndexRow, Worker
 from tests import tasks
-from tests.conftest import manage, wait_for
+from tests.conftest import DUMMY_BACKEND, manage, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -173,7 +173,7 @@ def test_bad_flags_are_misconfiguration_exit_2(args, message):
 
 
 def test_a_backend_that_is_not_later_is_misconfiguration(settings):
-    dummy = {"BACKEND": "django.tasks.backends.dummy.DummyBackend"}
+    dummy = {"BACKEND": DUMMY_BACKEND}
     with (
         override_settings(TASKS={**settings.TASKS, "dummy": dummy}),
         pytest.raises(CommandError) as caught,

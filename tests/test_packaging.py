@@ -76,6 +76,7 @@ def test_the_wheel_holds_the_templates_static_files_migrations_and_license(wheel
         "later_django/py.typed",
         "later_django/templates/later/dashboard/base.html",
         "later_django/templates/admin/later/pagination.html",
+        "later_django/templatetags/later_csp.py",
         "later_django/static/later/dashboard.js",
         "later_django/static/later/dashboard.css",
         "later_django/migrations/0001_initial.py",
@@ -93,6 +94,7 @@ def test_the_metadata_declares_the_license_and_classifiers(metadata):
     assert metadata["License-Expression"] == "MIT"
     classifiers = metadata.get_all("Classifier")
     for classifier in [
+        "Framework :: Django :: 5.2",
         "Framework :: Django :: 6.0",
         "Framework :: Django :: 6.1",
         "Programming Language :: Python :: 3 :: Only",
@@ -113,3 +115,10 @@ def test_psycopg_and_django_environ_are_extras_only(metadata):
     assert 'psycopg[binary]>=3.2; extra == "postgres-binary"' in requirements
     assert 'django-environ>=0.11; extra == "example"' in requirements
     assert 'django-environ>=0.11; extra == "dev"' in requirements
+
+
+def test_django_5_2_gets_the_tasks_backport_through_an_extra(metadata):
+    requirements = metadata.get_all("Requires-Dist")
+    assert "django<6.2,>=5.2" in requirements
+    assert 'django-tasks>=0.12; extra == "django52"' in requirements
+    assert not [r for r in requirements if r.startswith("django-tasks") and "extra ==" not in r]

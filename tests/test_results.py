@@ -6,14 +6,20 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.tasks import TaskResultStatus, default_task_backend
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
-from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 
 from later_django.models import JobIndexRow, StorageValue
 from later_django.records import JobRecord
 from later_django.results import UnavailableTask
+from later_django.tasks_api import (
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    default_task_backend,
+    task_finished,
+    task_started,
+)
 from tests import tasks
 from tests.models import Execution
 from tests.worker.in_process import run_burst_in_process

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
-from django.tasks import TaskResultStatus
 from django.utils import timezone
 
 from later_django import states
@@ -18,6 +17,7 @@ from later_django.exceptions import InvalidTransition, LaterError
 from later_django.jobs import cancel_job, retry_job
 from later_django.models import DeliveryCommand, JobExecution, PartitionHead
 from later_django.states import Stage, check_transition
+from later_django.tasks_api import TaskResultStatus
 from later_django.topics.registry import forget_layouts
 from later_django.worker.claiming import claim
 from later_django.worker.maintenance import promote_due

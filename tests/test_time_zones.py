@@ -3,14 +3,13 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.tasks import TaskResultStatus, default_task_backend
-from django.tasks.exceptions import InvalidTask
 from django.test import override_settings
 from django.utils import timezone
 
 import later_django
 from later_django.models import JobIndexRow, Schedule
 from later_django.schedules.ticking import run_due
+from later_django.tasks_api import InvalidTask, TaskResultStatus, default_task_backend
 from tests import tasks
 from tests.schedules import tasks as schedule_tasks
 from tests.topics import tasks as topic_tasks

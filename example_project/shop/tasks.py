@@ -3,8 +3,9 @@
 import random
 import time
 
-from django.tasks import task
 from django.utils import timezone
+
+from later_django import task
 
 from .models import Order
 

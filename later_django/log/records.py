@@ -12,12 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.tasks import task_backends
 from django.utils import timezone
 
 from ..backend import LaterBackend
 from ..db import connection_for, from_db, to_db, write_transaction
 from ..exceptions import InvalidArgument
+from ..tasks_api import task_backends
 from ..topics.registry import ensure_layout, partition_count
 from ..topics.routing import check_key, partition_for_key
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, Task
-
+from ..tasks_api import DEFAULT_TASK_BACKEND_ALIAS, Task
 from . import control
 from .definitions import define, later_backend
 from .store import ScheduleInfo, read_all, remove, save

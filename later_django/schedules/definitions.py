@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.core import checks
-from django.tasks import Task, task_backends
-from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 
 from ..exceptions import InvalidArgument, LaterError, SerializationError
 from ..options import validate_name
 from ..records import check_arguments, pack
 from ..results import resolve_task
+from ..tasks_api import InvalidTask, InvalidTaskBackend, Task, task_backends
 from .cron import check_cron
 
 if TYPE_CHECKING:

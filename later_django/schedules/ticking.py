@@ -27,13 +27,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, transaction
-from django.tasks import TaskResult
 from django.utils import timezone
 
 from ..db import connection_for, from_db, is_postgres, to_db, write_transaction
 from ..records import JobRecord, job_key
 from ..results import resolve_task
 from ..states import UNFINISHED
+from ..tasks_api import TaskResult
 from . import SCHEDULES_TOPIC
 from .cron import next_run
 from .definitions import declared
@@ -46,8 +46,10 @@ logger = logging.getLogger(__name__)
 
 BATCH = 100
 # The due index holds unpaused schedules only. SQLite uses a partial index only when
-# the query repeats its condition as written, ``paused = <value>``, not ``NOT paused``.
-UNPAUSED = "namespace = %s AND paused = %s"
+# the query repeats its condition as written, and Django writes Q(paused=False) as
+# ``"paused" = 0`` from 6.0 but ``NOT "paused"`` before: the query holds both forms, so
+# the index serves it whichever Django ran the migration.
+UNPAUSED = "namespace = %s AND paused = %s AND NOT paused"
 
 
 def sync_declared(backend: LaterBackend) -> None:

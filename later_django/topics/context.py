@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.tasks import TaskContext, TaskResult
+from ..tasks_api import TaskContext, TaskResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,9 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from django.tasks import Task, TaskResult
-from django.tasks.exceptions import InvalidTask
-
 from ..db import (
     NOTIFY_CHANNEL,
     connection_for,
@@ -30,6 +27,7 @@ from ..enqueue import NewJob
 from ..exceptions import InvalidArgument, PayloadDecodeError, TopicLayoutMismatch
 from ..options import validate_name
 from ..records import JobRecord
+from ..tasks_api import InvalidTask, Task, TaskResult
 from .registry import check_layout, partition_count
 from .routing import check_key, partition_for_key
 

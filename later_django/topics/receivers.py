@@ -20,9 +20,8 @@ def register_after_migrate(sender: Any, using: str = "default", **kwargs: Any) -
     """
     if getattr(sender, "label", None) != LABEL:
         return
-    from django.tasks import task_backends
-
     from ..backend import LaterBackend
+    from ..tasks_api import task_backends
     from .registry import register_topics
 
     if "later_topic" not in connections[using].introspection.table_names():

@@ -13,8 +13,6 @@ from traceback import format_exception
 from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections
-from django.tasks import TaskResultStatus
-from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 
 from ..backoff import delay_seconds
@@ -23,6 +21,7 @@ from ..models import JobIndexRow
 from ..records import Attempt, ErrorEntry, JobRecord, check_value, to_micros
 from ..results import build_result, resolve_task, stand_in
 from ..states import Stage
+from ..tasks_api import TaskResultStatus, task_finished, task_started
 from ..topics.context import context_for
 from .claiming import LOST_ATTEMPTS_LIMIT, Claimed
 from .outcomes import FAILED, RETRY, SUCCESS, Outcome

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from django.db import DatabaseError, connections
-from django.tasks import task_backends
-from django.tasks.exceptions import InvalidTaskBackend
 from django.utils import timezone
 
 from ..backend import LaterBackend
@@ -26,6 +24,7 @@ from ..conf import later_settings
 from ..db import limit_idle_transactions, retrying
 from ..exceptions import LaterError
 from ..states import Stage
+from ..tasks_api import InvalidTaskBackend, task_backends
 from ..topics import runtime as partitions
 from .claiming import BATCH, Claimed, claim
 from .executing import abandoned_outcome, execute, failed_outcome
@@ -101,6 +100,8 @@ def later_backend(alias: str, *, needed_by: str) -> LaterBackend:
     try:
         backend = task_backends[alias]
     except InvalidTaskBackend as e:
+        if alias in task_backends.settings:  # there, but its BACKEND does not import
+            raise LaterError(f"Task backend {alias!r} cannot be loaded: {e}") from e
         raise LaterError(
             f"Task backend {alias!r} is not in settings.TASKS; its aliases are "
             f"{', '.join(task_backends.settings)}."

@@ -1,9 +1,9 @@
 """Chains of continuations run by real worker processes."""
 
 import pytest
-from django.tasks import TaskResultStatus
 
 from later_django.jobs import get_job
+from later_django.tasks_api import TaskResultStatus
 from tests import tasks
 from tests.conftest import wait_for
 from tests.models import Execution

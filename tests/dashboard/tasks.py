@@ -1,6 +1,6 @@
 """Tasks the dashboard tests enqueue; the worker subprocess imports them by path."""
 
-from django.tasks import task
+from later_django import task
 
 
 @task

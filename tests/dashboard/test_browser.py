@@ -276,9 +276,8 @@ def test_people_without_access_see_nothing(page, live_server, make_job):
     reason="set LATER_DASHBOARD_SCREENSHOTS=<directory> to save screenshots of each page",
 )
 def test_screenshots_of_every_page(page, live_server, run_burst):
-    from django.tasks import default_task_backend
-
     from later_django.schedules.ticking import run_due
+    from later_django.tasks_api import default_task_backend
 
     from . import demo
 

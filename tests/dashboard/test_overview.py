@@ -188,3 +188,9 @@ def test_wait_bounds_read_as_upper_limits_and_the_open_bin_as_a_floor():
     assert wait_bound(300000) == "≤ 5 min"
     assert wait_bound(2**62) == "> 24.0 h"
     assert wait_bound(None) == "—"
+
+
+def test_the_page_navigation_appears_once(viewer_client):
+    # Before Django 6.1 the admin renders object-tools inside the content block.
+    html = viewer_client.get(URL).content.decode()
+    assert html.count('class="later-nav"') == 1

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.checks import Error
-from django.tasks import task_backends
 from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -20,6 +19,7 @@ from later_django.checks import check_later_settings
 from later_django.models import JobIndexRow
 from later_django.records import ErrorEntry, to_micros
 from later_django.schedules.ticking import run_due
+from later_django.tasks_api import task_backends
 from tests.conftest import wait_for
 
 from . import tasks

@@ -4,7 +4,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.messages import get_messages
-from django.tasks import default_task_backend
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -13,6 +12,7 @@ import later_django
 from later_django.models import Schedule
 from later_django.schedules import control
 from later_django.schedules.ticking import run_due
+from later_django.tasks_api import default_task_backend
 from tests import tasks
 from tests.schedules import tasks as schedule_tasks
 

@@ -4,7 +4,6 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.tasks import default_task_backend
 from django.urls import reverse
 from django.utils import timezone
 
@@ -13,6 +12,7 @@ from later_django.dashboard import schedules as schedule_reads
 from later_django.dashboard.present import CALL_LENGTH, call
 from later_django.models import Schedule
 from later_django.schedules.ticking import run_due
+from later_django.tasks_api import default_task_backend
 from tests import tasks
 from tests.schedules import tasks as schedule_tasks
 

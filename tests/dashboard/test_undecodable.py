@@ -4,7 +4,6 @@ import logging
 
 import pytest
 from django.contrib.messages import get_messages
-from django.tasks import TaskResultStatus, default_task_backend
 from django.urls import reverse
 
 import later_django
@@ -12,6 +11,7 @@ from later_django.exceptions import InvalidTransition, PayloadDecodeError, Undec
 from later_django.jobs import cancel_job, get_job, retry_job
 from later_django.models import DeliveryCommand, JobIndexRow, Schedule, StorageValue
 from later_django.records import JobRecord, job_key
+from later_django.tasks_api import TaskResultStatus, default_task_backend
 from tests import tasks
 
 from .conftest import NAMESPACE, store_record

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.core.management import call_command
-from django.tasks import TaskResult, default_task_backend
 from django.utils import timezone
 
+from later_django.tasks_api import TaskResult, default_task_backend
 from tests.conftest import WorkerProcess, wait_for, worker_env
 from tests.models import Execution
 

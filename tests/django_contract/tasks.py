@@ -11,8 +11,9 @@ import time
 
 from django.db import connection
 from django.dispatch import receiver
-from django.tasks import TaskContext, task
-from django.tasks.signals import task_finished, task_started
+
+import later_django
+from later_django.tasks_api import TaskContext, task, task_finished, task_started
 
 
 @task()
@@ -97,7 +98,7 @@ def describes_context(context, label):
     }
 
 
-@task(takes_context=True, max_attempts=2, backoff="immediate")
+@later_django.task(takes_context=True, max_attempts=2, backoff="immediate")
 def succeeds_on_second_attempt(context):
     if context.attempt == 1:
         raise RuntimeError("first attempt fails on purpose")

@@ -8,8 +8,8 @@ own shutdown comes from signals, not from task code.
 """
 
 import pytest
-from django.tasks import TaskResultStatus
 
+from later_django.tasks_api import TaskResultStatus
 from tests.django_contract import tasks
 from tests.django_contract.matching import exactly
 from tests.django_contract.runs import worker_run

@@ -12,23 +12,24 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
-from django.tasks import (
-    DEFAULT_TASK_QUEUE_NAME,
-    Task,
-    TaskResultStatus,
-    default_task_backend,
-    task_backends,
-)
-from django.tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
-from django.tasks.signals import task_enqueued
 from django.test import override_settings
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from later_django.backend import LaterBackend, LaterTask
 from later_django.models import JobIndexRow
+from later_django.tasks_api import (
+    DEFAULT_TASK_QUEUE_NAME,
+    Task,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    default_task_backend,
+    task_backends,
+    task_enqueued,
+)
 from tests.django_contract import tasks
-from tests.django_contract.matching import exactly, starting
+from tests.django_contract.matching import exactly, since_django_6_1, starting
 
 pytestmark = pytest.mark.django_db
 
@@ -213,6 +214,7 @@ def test_enqueue_works_with_use_tz_off():
         assert tasks.noop.get_result(result.id).task.run_after == run_after
 
 
+@since_django_6_1
 def test_tasks_and_results_pickle():
     # Django: tests/tasks/test_tasks.py test_pickle_task, test_pickle_task_result
     assert pickle.loads(pickle.dumps(tasks.noop)) == tasks.noop

@@ -10,9 +10,9 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.tasks import TaskResultStatus
 from django.utils import timezone
 
+from later_django.tasks_api import TaskResultStatus
 from tests.django_contract import tasks
 from tests.django_contract.matching import exactly, starting
 from tests.django_contract.runs import worker_run

@@ -6,7 +6,7 @@ package whose comment names it.
 
 import pytest
 
-NEWER_DJANGO = "needs {what}, which the supported Django (6.1) does not have"
+NEWER_DJANGO = "needs {what}, which no supported Django (up to 6.1) has"
 CUSTOM = "exercises a backend class defined in Django's test module, not LaterBackend"
 HELPER = "exercises one of Django's internal helper functions; no backend code runs"
 PROTOTYPE = "exercises an early prototype's API (django.tasks.registry) that never shipped"

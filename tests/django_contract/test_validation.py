@@ -9,14 +9,13 @@ from datetime import datetime, timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.tasks import task
-from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
 from django.test import override_settings
 from django.utils import timezone
 
 from later_django.backend import LaterBackend
+from later_django.tasks_api import InvalidTask, InvalidTaskBackend, task
 from tests.django_contract import tasks
-from tests.django_contract.matching import exactly, starting
+from tests.django_contract.matching import exactly, since_django_6_1, starting
 
 PRIORITY_MESSAGE = "priority must be a whole number between -100 and 100."
 NAIVE_MESSAGE = "run_after must be an aware datetime."
@@ -196,12 +195,14 @@ def test_a_context_task_must_take_context_first():
         task(takes_context=True)(tasks.answer.func)
 
 
+@since_django_6_1
 def test_run_after_cannot_be_given_to_the_decorator():
     # Django: tests/tasks/test_tasks.py test_run_after_in_decorator
     with pytest.raises(TypeError, match=starting("run_after cannot be defined statically")):
         task(run_after=timezone.now())(tasks.answer.func)
 
 
+@since_django_6_1
 def test_unpickling_a_path_that_is_not_a_task_fails():
     # Django: tests/tasks/test_tasks.py test_unpickle_arbitrary_string,
     # test_unpickle_non_task_object

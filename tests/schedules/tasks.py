@@ -2,8 +2,7 @@
 
 import time
 
-from django.tasks import task
-
+from later_django.tasks_api import task
 from tests.tasks import _record
 
 

@@ -4,7 +4,6 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.tasks import default_task_backend
 from django.test import override_settings
 from django.utils import timezone
 
@@ -13,6 +12,7 @@ from later_django.exceptions import InvalidArgument, SerializationError
 from later_django.models import Schedule
 from later_django.schedules.definitions import declared
 from later_django.schedules.ticking import sync_declared
+from later_django.tasks_api import default_task_backend
 from tests import tasks
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.tasks import default_task_backend
 from django.utils import timezone
 
 import later_django
@@ -14,6 +13,7 @@ from later_django.jobs import cancel_job, get_job
 from later_django.models import JobIndexRow, Schedule
 from later_django.records import from_micros
 from later_django.schedules.ticking import run_due
+from later_django.tasks_api import default_task_backend
 from tests import tasks
 from tests.schedules import tasks as schedule_tasks
 

@@ -5,12 +5,12 @@ import signal
 import time
 
 import pytest
-from django.tasks import TaskResultStatus, default_task_backend
 from django.utils import timezone
 
 import later_django
 from later_django.models import JobIndexRow, Worker
 from later_django.records import from_micros
+from later_django.tasks_api import TaskResultStatus, default_task_backend
 from tests.conftest import wait_for
 from tests.models import Execution
 from tests.schedules import tasks

@@ -3,8 +3,8 @@
 import time
 
 from django.db import connection
-from django.tasks import task
 
+from later_django import task
 from tests.tasks import _record
 
 

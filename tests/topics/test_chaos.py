@@ -24,6 +24,7 @@ def finished() -> int:
     return JobIndexRow.objects.filter(stage__in=["success", "failed"]).count()
 
 
+@pytest.mark.soak
 def test_ordered_jobs_survive_a_worker_killed_mid_run_and_restarted(start_worker):
     keys = [f"customer-{i}" for i in range(KEYS)]
     for key in keys:

@@ -2,8 +2,6 @@
 
 import pytest
 from django.db import transaction
-from django.tasks import default_task_backend
-from django.tasks.exceptions import InvalidTask
 
 from later_django import partition_for_key
 from later_django.exceptions import InvalidArgument, TopicLayoutMismatch, UnknownTopic
@@ -17,6 +15,7 @@ from later_django.models import (
 )
 from later_django.records import JobRecord
 from later_django.results import load_record
+from later_django.tasks_api import InvalidTask, default_task_backend
 from later_django.topics.enqueueing import enqueue_partitioned
 from tests import tasks as plain_tasks
 from tests.topics import tasks

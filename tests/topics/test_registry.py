@@ -17,7 +17,7 @@ def stored() -> dict[str, int]:
 
 
 def backend():
-    from django.tasks import default_task_backend
+    from later_django.tasks_api import default_task_backend
 
     return default_task_backend
 

@@ -4,8 +4,6 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
-from django.tasks import TaskResultStatus, default_task_backend
-from django.tasks.exceptions import TaskResultDoesNotExist
 from django.test import Client
 from django.urls import reverse
 
@@ -14,6 +12,7 @@ from later_django.jobs import get_job
 from later_django.models import JobIndexRow, StorageValue
 from later_django.records import JobRecord
 from later_django.results import UnavailableTask
+from later_django.tasks_api import TaskResultDoesNotExist, TaskResultStatus, default_task_backend
 from tests import tasks
 from tests.models import Execution
 from tests.topics import tasks as topic_tasks

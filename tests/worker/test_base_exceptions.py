@@ -2,8 +2,8 @@
 other: the worker records it, applies the retry policy and goes on with the next job."""
 
 import pytest
-from django.tasks import TaskResultStatus
 
+from later_django.tasks_api import TaskResultStatus
 from tests import tasks
 from tests.models import Execution
 

@@ -1,6 +1,6 @@
 import pytest
-from django.tasks import TaskResultStatus, default_task_backend
 
+from later_django.tasks_api import TaskResultStatus, default_task_backend
 from tests import tasks
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]

@@ -7,10 +7,10 @@ import time
 
 import pytest
 from django.db import connection
-from django.tasks import TaskResultStatus
 
 from later_django.models import JobIndexRow, StorageValue
 from later_django.records import JobRecord
+from later_django.tasks_api import TaskResultStatus
 from later_django.worker.claiming import LOST_ATTEMPTS_LIMIT, claim
 from tests import tasks
 from tests.conftest import wait_for

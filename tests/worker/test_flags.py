@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from later_django.models import JobIndexRow
 from tests import tasks
-from tests.conftest import manage, wait_for
+from tests.conftest import DUMMY_BACKEND, manage, wait_for
 from tests.models import Execution
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
@@ -126,7 +126,8 @@ BAD_OPTIONS = {
         "BACKEND": "later_django.backend.LaterBackend",
         "OPTIONS": {"namespace": "tests", "lease_seconds": 0.5},
     },
-    "dummy": {"BACKEND": "django.tasks.backends.dummy.DummyBackend"},
+    "dummy": {"BACKEND": DUMMY_BACKEND},
+    "broken": {"BACKEND": "nowhere.Backend"},
 }
 
 
@@ -147,6 +148,16 @@ def test_a_worker_refuses_a_backend_that_is_not_later():
     assert str(raised.value) == (
         "Task backend 'dummy' is DummyBackend; later_worker needs one whose BACKEND is "
         "'later_django.backend.LaterBackend'."
+    )
+
+
+@override_settings(TASKS=BAD_OPTIONS)
+def test_a_worker_names_the_import_error_of_a_backend_that_does_not_load():
+    with pytest.raises(CommandError) as raised:
+        call_command("later_worker", "--backend", "broken")
+    assert str(raised.value) == (
+        "Task backend 'broken' cannot be loaded: Could not find backend 'nowhere.Backend': "
+        "No module named 'nowhere'"
     )
 
 

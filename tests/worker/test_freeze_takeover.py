@@ -17,7 +17,7 @@ from django.db import connection
 from bench.soak import parse_options
 from bench.soaking.freeze import freeze
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.soak]
 
 
 def test_a_frozen_workers_jobs_and_partitions_are_taken_over_within_a_lease(soak_url):

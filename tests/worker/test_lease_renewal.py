@@ -1,8 +1,8 @@
 """A lease shorter than three heartbeat intervals is renewed often enough all the same."""
 
 import pytest
-from django.tasks import TaskResultStatus
 
+from later_django.tasks_api import TaskResultStatus
 from tests import tasks
 from tests.conftest import wait_for
 from tests.models import Execution

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 from django.db import OperationalError, connections, transaction
-from django.tasks import TaskResultStatus
 from django.utils import timezone
 
 from later_django.jobs import cancel_job
@@ -21,6 +20,7 @@ from later_django.models import (
     Worker,
 )
 from later_django.storage import is_transient
+from later_django.tasks_api import TaskResultStatus
 from later_django.worker import leases
 from later_django.worker.claiming import claim
 from later_django.worker.maintenance import (

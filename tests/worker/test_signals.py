@@ -4,11 +4,11 @@ import signal
 import time
 
 import pytest
-from django.tasks import TaskResultStatus
 from django.utils import timezone
 
 from later_django.models import DeliveryCommand, JobExecution, JobIndexRow, StorageValue
 from later_django.records import JobRecord
+from later_django.tasks_api import TaskResultStatus
 from tests import tasks
 from tests.conftest import wait_for
 from tests.models import Execution

@@ -27,7 +27,7 @@ from bench.soaking.db import order_violations
 from later_django.worker.runner import WRITER_SLACK
 from tests.conftest import wait_for
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.soak]
 
 
 def test_workers_killed_every_two_seconds_lose_no_job_and_keep_each_keys_order(soak_url):

@@ -7,13 +7,12 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.tasks import TaskResultStatus, default_task_backend
-from django.tasks.exceptions import TaskResultDoesNotExist
 from django.test import override_settings
 from django.utils import timezone
 
 from later_django.models import JobIndexRow, StorageValue
 from later_django.storage import Storage
+from later_django.tasks_api import TaskResultDoesNotExist, TaskResultStatus, default_task_backend
 from later_django.worker.maintenance import sweep_jobs_index
 from later_django.worker.runner import Worker, WorkerConfig
 from later_django.worker.services import Services

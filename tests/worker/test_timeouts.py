@@ -1,8 +1,8 @@
 """Task timeouts: the job fails with a timeout error and its slot is free again promptly."""
 
 import pytest
-from django.tasks import TaskResultStatus
 
+from later_django.tasks_api import TaskResultStatus
 from tests import tasks
 from tests.models import Execution
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 from django.db import connections, transaction
-from django.tasks import TaskResultStatus
 
 from later_django.models import JobIndexRow
+from later_django.tasks_api import TaskResultStatus
 from later_django.worker.claiming import claim
 from tests import tasks
 from tests.conftest import wait_for

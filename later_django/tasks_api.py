@@ -1,0 +1,113 @@
+"""Django's Tasks API, from ``django.tasks`` (Django 6.0+) or the ``django-tasks`` backport.
+
+Every module of later_django, and the tests, import the Tasks API from here
+and nowhere else. Django 5.2 has no ``django.tasks``; the ``django-tasks``
+package (``pip install "later-django[django52]"``) backports it under the
+name ``django_tasks``, with two exceptions spelled ``InvalidTaskError`` and
+``InvalidTaskBackendError``: they are exported here under Django's names.
+``normalize_json``, the conversion a TaskResult applies to its arguments, is
+``django.utils.json``'s from 6.0 and the backport's before.
+
+Importing ``django.tasks`` registers its system checks and signal receivers;
+the backport registers them in its AppConfig instead, so they are imported
+here, and a project needs no ``"django_tasks"`` in ``INSTALLED_APPS``.
+"""
+
+from typing import TYPE_CHECKING
+
+import django
+from django.core.exceptions import ImproperlyConfigured
+
+# The backport's branch is never type-checked: mypy reads django-stubs for 6.x.
+if TYPE_CHECKING or django.VERSION >= (6, 0):
+    from django.tasks import (
+        DEFAULT_TASK_BACKEND_ALIAS,
+        DEFAULT_TASK_QUEUE_NAME,
+        Task,
+        TaskContext,
+        TaskResult,
+        TaskResultStatus,
+        default_task_backend,
+        task,
+        task_backends,
+    )
+    from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.backends.dummy import DummyBackend
+    from django.tasks.base import (
+        DEFAULT_TASK_PRIORITY,
+        TASK_MAX_PRIORITY,
+        TASK_MIN_PRIORITY,
+        TaskError,
+    )
+    from django.tasks.checks import check_tasks
+    from django.tasks.exceptions import (
+        InvalidTask,
+        InvalidTaskBackend,
+        TaskResultDoesNotExist,
+        TaskResultMismatch,
+    )
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
+else:
+    try:
+        import django_tasks  # noqa: F401
+    except ImportError as e:
+        raise ImproperlyConfigured(
+            f"later_django needs Django's Tasks framework, which Django "
+            f"{django.get_version()} does not have: install the django-tasks backport "
+            '(pip install "later-django[django52]"), or use Django 6.0 or newer.'
+        ) from e
+    from django_tasks import (
+        DEFAULT_TASK_BACKEND_ALIAS,
+        DEFAULT_TASK_QUEUE_NAME,
+        TaskContext,
+        TaskResult,
+        TaskResultStatus,
+        default_task_backend,
+        task,
+        task_backends,
+    )
+    from django_tasks.backends.base import BaseTaskBackend
+    from django_tasks.backends.dummy import DummyBackend
+    from django_tasks.base import (
+        DEFAULT_TASK_PRIORITY,
+        TASK_MAX_PRIORITY,
+        TASK_MIN_PRIORITY,
+        Task,
+        TaskError,
+    )
+    from django_tasks.checks import check_tasks  # registers the check, as django.tasks does
+    from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
+    from django_tasks.exceptions import InvalidTaskError as InvalidTask
+    from django_tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
+
+    # Also connects the backport's receivers (settings changes, logging), as django.tasks does.
+    from django_tasks.signals import task_enqueued, task_finished, task_started
+    from django_tasks.utils import normalize_json
+
+__all__ = [
+    "DEFAULT_TASK_BACKEND_ALIAS",
+    "DEFAULT_TASK_PRIORITY",
+    "DEFAULT_TASK_QUEUE_NAME",
+    "TASK_MAX_PRIORITY",
+    "TASK_MIN_PRIORITY",
+    "BaseTaskBackend",
+    "DummyBackend",
+    "InvalidTask",
+    "InvalidTaskBackend",
+    "Task",
+    "TaskContext",
+    "TaskError",
+    "TaskResult",
+    "TaskResultDoesNotExist",
+    "TaskResultMismatch",
+    "TaskResultStatus",
+    "check_tasks",
+    "default_task_backend",
+    "normalize_json",
+    "task",
+    "task_backends",
+    "task_enqueued",
+    "task_finished",
+    "task_started",
+]

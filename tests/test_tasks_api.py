@@ -1,0 +1,54 @@
+"""One module, ``later_django.tasks_api``, brings Django's Tasks API on every Django version."""
+
+import inspect
+import re
+
+import django
+import pytest
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from later_django import tasks_api
+from tests.conftest import ROOT
+
+# An import of django.tasks or the backport, in any of Python's spellings.
+DIRECT = re.compile(r"^\s*(from|import)\s+(django\.tasks|django_tasks)\b", re.MULTILINE)
+
+
+def test_no_module_but_the_shim_imports_the_tasks_api_directly():
+    offenders = [
+        str(path.relative_to(ROOT))
+        for folder in ("later_django", "tests", "example_project", "bench")
+        for path in (ROOT / folder).rglob("*.py")
+        if path != ROOT / "later_django" / "tasks_api.py" and DIRECT.search(path.read_text())
+    ]
+    assert offenders == []
+
+
+def test_the_shim_takes_the_api_from_django_from_6_0_and_from_the_backport_before():
+    expected = ("django.tasks", "django.utils.json") if django.VERSION >= (6, 0) else "django_tasks"
+    for name in tasks_api.__all__:
+        value = getattr(tasks_api, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert value.__module__.startswith(expected), (name, value.__module__)
+
+
+def test_the_exceptions_keep_django_s_names_and_bases():
+    assert issubclass(tasks_api.InvalidTask, Exception)
+    assert issubclass(tasks_api.InvalidTaskBackend, ImproperlyConfigured)
+    assert issubclass(tasks_api.TaskResultDoesNotExist, Exception)
+
+
+@pytest.mark.django_db
+@override_settings(
+    TASKS={
+        "default": {
+            "BACKEND": "later_django.backend.LaterBackend",
+            "OPTIONS": {"namespace": "no spaces"},
+        }
+    }
+)
+def test_the_system_checks_of_task_backends_run_without_the_backport_in_installed_apps():
+    ids = [message.id for message in checks.run_checks()]
+    assert "later.E002" in ids
