@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "cancel",
     "list_schedules",
     "partition_for_key",
     "pause_schedule",
@@ -17,6 +18,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .cancelling import cancel
     from .schedules.api import (
         list_schedules,
         pause_schedule,
@@ -29,10 +31,14 @@ _LAZY = {"list_schedules", "pause_schedule", "resume_schedule", "schedule", "uns
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: the schedule API needs the app registry, and the
-    # package is imported (from settings, for instance) before apps are ready.
+    # Imported on first use: these need the app registry (models, task backends), and
+    # the package is imported (from settings, for instance) before apps are ready.
     if name in _LAZY:
         from .schedules import api
 
         return getattr(api, name)
+    if name == "cancel":
+        from .cancelling import cancel
+
+        return cancel
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -76,6 +76,7 @@ DATABASES = {"default": _database}
 LATER_POLL_INTERVAL = float(os.environ.get("LATER_TEST_POLL_INTERVAL", "0.05"))
 LATER_HEARTBEAT_INTERVAL = float(os.environ.get("LATER_TEST_HEARTBEAT_INTERVAL", "0.5"))
 LATER_SWEEP_INTERVAL = float(os.environ.get("LATER_TEST_SWEEP_INTERVAL", "60"))
+LATER_CANCEL_GRACE = float(os.environ.get("LATER_TEST_CANCEL_GRACE", "10"))
 
 TASKS = {
     "default": {

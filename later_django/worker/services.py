@@ -2,7 +2,9 @@
 
 Leases are renewed every ``LATER_HEARTBEAT_INTERVAL``, or every third of the
 backend's ``lease_seconds`` when that is shorter, so no lease lapses while its
-worker is alive.
+worker is alive. Each heartbeat also looks for cancels of the jobs the worker
+holds (``cancels.deliver``); on PostgreSQL a ``later_cancel`` notification
+pokes the heartbeat thread to look at once.
 
 Both are safe to stop twice or before they start. A duty that fails is logged
 and tried again at its next turn; it never stops the worker.
@@ -25,7 +27,7 @@ from ..conf import later_settings
 from ..db import is_transient, limit_idle_transactions, retrying
 from ..schedules import ticking as schedules
 from ..topics import runtime as partitions
-from . import leases, maintenance
+from . import cancels, leases, maintenance
 
 if TYPE_CHECKING:
     from .runner import Worker
@@ -84,6 +86,7 @@ class Periodic(threading.Thread):
         self.using = using
         self.idle_limit = idle_limit
         self.stopping = threading.Event()
+        self.poked = threading.Event()  # run the next tick now
 
     def run(self) -> None:
         failures = FailureRun(logger)
@@ -102,12 +105,18 @@ class Periodic(threading.Thread):
                 else:
                     if count := failures.ended():
                         logger.warning("%s works again after %s failures", self.name, count)
-                self.stopping.wait(self.interval())
+                self.poked.wait(self.interval())
+                self.poked.clear()
         finally:
             connections[self.using].close()
 
+    def poke(self) -> None:
+        """Run the next tick at once rather than at the end of the interval."""
+        self.poked.set()
+
     def stop(self) -> None:
         self.stopping.set()
+        self.poked.set()
         if self.is_alive():
             self.join(timeout=10)
 
@@ -168,6 +177,7 @@ class Services:
             using=w.using,
         )
         partitions.heartbeat(w)  # leases of the partition heads this worker is running
+        cancels.deliver(w, w.cancel_grace)  # flags the jobs whose cancel was requested
         retrying(
             lambda: leases.heartbeat(
                 w.namespace,
@@ -183,6 +193,11 @@ class Services:
         if w.config.health_file:
             # Only after the row is written: a fresh file means the database took the beat.
             Path(w.config.health_file).touch()
+
+    def look_for_cancels(self) -> None:
+        """Have the heartbeat thread look for cancel requests now (a NOTIFY arrived)."""
+        if self.threads:
+            self.threads[0].poke()
 
     def maintenance_wait(self) -> float:
         """Seconds until the next maintenance turn: the poll interval (at most 1 s), or
