@@ -92,7 +92,12 @@ TASKS = {
                     if os.environ.get("LATER_TEST_KEEP_LAST")
                     else 8
                 ),
-                "events": 4,
+                # A worker test has workers keep the log of "events" through the environment.
+                "events": (
+                    {"partitions": 4, "log_compact": True, "log_retention": 3600}
+                    if os.environ.get("LATER_TEST_LOG_UPKEEP")
+                    else 4
+                ),
             },
         },
     },

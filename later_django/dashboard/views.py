@@ -21,7 +21,7 @@ from ..conf import later_settings
 from ..exceptions import JobNotFound
 from ..records import from_micros
 from ..states import CANCELLABLE, FINISHED, RETRYABLE, Stage
-from . import charts, listing, permissions, present, redaction, topics
+from . import charts, listing, permissions, present, redaction, retained, topics
 from . import overview as overview_reads
 from . import schedules as schedule_reads
 from .links import Links
@@ -373,6 +373,8 @@ def topic_detail(request: HttpRequest, site: AdminSite, topic: str) -> HttpRespo
     now = timezone.now()
     rows = topics.partitions(scope, found, start, now)
     step = topics.PARTITION_PAGE
+    groups, more_groups = topics.consumer_groups(scope, now, topic=topic)
+    numbers = range(start, min(start + step, found.partition_count))
     return page(
         request,
         site,
@@ -395,6 +397,10 @@ def topic_detail(request: HttpRequest, site: AdminSite, topic: str) -> HttpRespo
         if start + step < found.partition_count
         else None,
         topic_url=links.url("topic", topic),
+        log_rows=retained.log_partitions(scope, topic, numbers),
+        log_policy=retained.describe(retained.log_policy(scope, topic)),
+        groups=groups,
+        more_groups=more_groups,
     )
 
 

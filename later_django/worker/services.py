@@ -25,6 +25,7 @@ from django.utils import timezone
 from .. import counts
 from ..conf import later_settings
 from ..db import is_transient, limit_idle_transactions, retrying
+from ..log import upkeep as log_upkeep
 from ..schedules import ticking as schedules
 from ..topics import runtime as partitions
 from . import cancels, leases, maintenance
@@ -127,6 +128,7 @@ class Services:
         self.threads: list[Periodic] = []
         self.last: dict[str, float] = {}
         self.next_schedule_at: float | None = None  # monotonic; set by the maintenance thread
+        self.log_after: tuple[str, int] | None = None  # where the last log upkeep turn stopped
 
     def start(self) -> None:
         if self.threads:
@@ -248,6 +250,8 @@ class Services:
             self.reconcile()
         if self.due("sweep", later_settings.sweep_interval):
             self.sweep()
+        if w.backend.later.log_upkeep and self.due("log upkeep", later_settings.sweep_interval):
+            self.keep_log()
         interval = later_settings.vacuum_interval
         if interval is not None and self.due("vacuum", interval):
             from ..storage import Storage
@@ -275,6 +279,31 @@ class Services:
             )
             return
         logger.debug("stage counts reconciled namespace=%s counts=%s", w.namespace, counts)
+
+    def keep_log(self) -> None:
+        """One bounded turn of retained-log compaction and cleanup; the next one runs at the
+        next maintenance turn rather than the next sweep interval while work is left."""
+        w = self.worker
+        turn = retrying(
+            lambda: log_upkeep.keep(
+                w.backend,
+                w.backend.later.log_upkeep,
+                self.log_after,
+                batch=later_settings.sweep_batch,
+            ),
+            what="log upkeep",
+            using=w.using,
+        )
+        self.log_after = turn.after
+        if turn.more:
+            self.last.pop("log upkeep", None)
+        if turn.compacted or turn.cleaned:
+            logger.info(
+                "retained log kept namespace=%s compacted=%s cleaned=%s",
+                w.namespace,
+                turn.compacted,
+                turn.cleaned,
+            )
 
     def sweep(self) -> None:
         from ..storage import Storage
