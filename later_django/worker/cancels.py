@@ -75,7 +75,7 @@ def deliver(worker: Worker, grace: float) -> list[str]:
             flagged.append(job_id)
             wake = wake or now + grace < worker.waiting_until or running.slot is None
     for job_id in flagged:
-        logger.info("cancel requested for job id=%s; it has %ss to stop", job_id, grace)
+        logger.info("cancel requested for job id=%s; it has %gs to stop", job_id, grace)
     if wake:
         worker.wake.set()  # the main loop's wait would outlast the grace
     return flagged
