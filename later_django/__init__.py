@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "cancel",
     "list_schedules",
     "partition_for_key",
     "pause_schedule",
@@ -19,6 +20,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .cancelling import cancel
     from .decorator import task
     from .schedules.api import (
         list_schedules,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
+    "cancel": "cancelling",
     "list_schedules": "schedules.api",
     "pause_schedule": "schedules.api",
     "resume_schedule": "schedules.api",

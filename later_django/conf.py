@@ -55,6 +55,14 @@ SETTINGS: dict[str, Setting] = {
         ),
         Setting("LATER_SWEEP_BATCH", 1000, int, 1, "Most rows one sweep statement deletes."),
         Setting(
+            "LATER_CANCEL_GRACE",
+            10.0,
+            (int, float),
+            0.0,
+            "Seconds a running job whose cancel reached its worker has to stop by itself "
+            "before the worker interrupts it.",
+        ),
+        Setting(
             "LATER_VACUUM_INTERVAL",
             None,
             (int, float, type(None)),
@@ -132,6 +140,10 @@ class LaterSettings:
     @property
     def sweep_batch(self) -> int:
         return int(self._get("LATER_SWEEP_BATCH"))
+
+    @property
+    def cancel_grace(self) -> float:
+        return float(self._get("LATER_CANCEL_GRACE"))
 
     @property
     def vacuum_interval(self) -> float | None:

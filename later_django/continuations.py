@@ -146,8 +146,10 @@ def settle(
     failed: list[str],
     now: datetime,
     expire_at: datetime,
+    cancelled: list[str] | None = None,
 ) -> None:
-    """Release the waiting children of ``succeeded`` jobs and cancel those of ``failed`` ones.
+    """Release the waiting children of ``succeeded`` jobs and cancel those of ``failed``
+    and ``cancelled`` ones, each with a reason naming the stage its parent ended in.
 
     Runs in the transaction that ends the parents, after their index rows were
     updated (or locked): that waited out any enqueuer still holding the lock on
@@ -158,6 +160,8 @@ def settle(
         release_children(cursor, namespace, succeeded, now)
     if failed:
         cancel_descendants(cursor, namespace, failed, Stage.FAILED, now, expire_at)
+    if cancelled:
+        cancel_descendants(cursor, namespace, cancelled, Stage.CANCELLED, now, expire_at)
 
 
 def release_children(cursor: Any, namespace: str, parents: list[str], now: datetime) -> list[str]:

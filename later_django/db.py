@@ -22,6 +22,7 @@ from django.utils.dateparse import parse_datetime
 logger = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "later_delivery"
+CANCEL_CHANNEL = "later_cancel"  # a running job's cancel was requested (cancelling.py)
 SUPPORTED = ("sqlite", "postgresql")
 
 

@@ -74,5 +74,20 @@ class InterruptedByTimeout(TaskTimeout):
         super().__init__(*(args or ("The task ran longer than its timeout and was interrupted.",)))
 
 
+class InterruptedByCancel(LaterError):
+    """Raised inside a task's thread when its job was cancelled and it ran past the grace."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(
+            *(
+                args
+                or (
+                    "The job was cancelled and did not stop within LATER_CANCEL_GRACE, "
+                    "so it was interrupted.",
+                )
+            )
+        )
+
+
 class AutocommitRequired(LaterError, TransactionManagementError):
     """A statement that cannot run inside a transaction was called inside an atomic block."""

@@ -22,7 +22,7 @@ from .exceptions import InvalidTransition, JobNotFound, UndecodableJob
 from .models import DeliveryCommand, JobExecution, JobIndexRow, StorageValue
 from .records import ErrorEntry, JobRecord, Note, from_micros, job_key
 from .results import load_record
-from .states import CANCELLABLE, FINISHED, RETRYABLE, Stage
+from .states import FINISHED, PENDING, RETRYABLE, Stage
 from .tasks_api import task_backends
 
 
@@ -81,7 +81,9 @@ def get_job(job_id: str, *, namespace: str) -> JobView:
         history.append((f"running on {attempt.worker_id}", from_micros(attempt.started_at)))
         if attempt.outcome:
             history.append((attempt.outcome, from_micros(attempt.finished_at)))
-    if record.notes:
+    if record.cancel_requested_at is not None:
+        history.append(("cancel requested", from_micros(record.cancel_requested_at)))
+    if record.notes or record.cancel_requested_at is not None:
         history += [(note.text, note.at_datetime) for note in record.notes]
         history.sort(key=lambda entry: (entry[1] is not None, entry[1]))
     history.append((f"now {row.stage}", row.transitioned_at))
@@ -199,6 +201,7 @@ def retry_job(job_id: str, *, namespace: str) -> None:
                 run_at=now,
                 finished_at=None,
                 date_expire=None,
+                cancel_requested_at=None,
                 revision=F("revision") + 1,
             )
         )
@@ -211,6 +214,7 @@ def retry_job(job_id: str, *, namespace: str) -> None:
         record.max_attempts = max(record.max_attempts, failures + 1)
         record.finished_at = None
         record.cancel_reason = None
+        record.cancel_requested_at = None
         record.return_value = None
         record.stage = stage
         if record.topic is not None:
@@ -250,7 +254,7 @@ def cancel(
     *,
     namespace: str,
     reason: str,
-    stages: tuple[Stage, ...] = CANCELLABLE,
+    stages: tuple[Stage, ...] = PENDING,
     note: str | None = None,
 ) -> None:
     """Cancel a job in one of ``stages``, adding ``note`` to its history if given.

@@ -18,6 +18,14 @@ MAX_SECONDS = 100 * 365.25 * DAY
 
 
 @dataclass(frozen=True)
+class LogPolicy:
+    """How workers keep a topic's retained log: compaction, and cleanup by age (seconds)."""
+
+    compact: bool = False
+    retention_seconds: float | None = None
+
+
+@dataclass(frozen=True)
 class BackendOptions:
     namespace: str = "default"
     database: str = "default"
@@ -30,10 +38,11 @@ class BackendOptions:
         default_factory=dict
     )  # name: finished jobs kept per partition
     schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    log_upkeep: dict[str, LogPolicy] = field(default_factory=dict)  # name: retained-log policy
 
 
-KNOWN = {f for f in BackendOptions.__dataclass_fields__} - {"keep_last"}
-TOPIC_KEYS = ("partitions", "keep_last")
+KNOWN = {f for f in BackendOptions.__dataclass_fields__} - {"keep_last", "log_upkeep"}
+TOPIC_KEYS = ("partitions", "keep_last", "log_compact", "log_retention")
 
 
 def _number(options: dict[str, Any], name: str, default: float, minimum: float) -> float:
@@ -70,8 +79,33 @@ def _whole(value: Any, low: int, high: int | None = None) -> bool:
     )
 
 
-def _topics(topics: Any) -> tuple[dict[str, int], dict[str, int]]:
-    """Partition counts and history bounds from ``{name: count}`` or ``{name: {...}}``."""
+def _log_policy(name: str, spec: dict[str, Any]) -> LogPolicy | None:
+    """A topic's retained-log upkeep from its ``log_compact`` and ``log_retention`` keys."""
+    compact, retention = spec.get("log_compact", False), spec.get("log_retention")
+    where = f"OPTIONS['topics'][{name!r}]"
+    if not isinstance(compact, bool):
+        raise InvalidArgument(
+            f"{where}['log_compact'] is {compact!r}; it must be True (workers keep only the "
+            "newest record of each key below every group's offset) or False."
+        )
+    if retention is not None and (
+        isinstance(retention, bool)
+        or not isinstance(retention, int | float)
+        or not 0 <= retention <= MAX_SECONDS
+    ):
+        raise InvalidArgument(
+            f"{where}['log_retention'] is {retention!r}; it must be a number of seconds from 0 "
+            f"to {MAX_SECONDS:.0f} (records older than that are deleted below every group's "
+            "offset), or None to keep them."
+        )
+    if not compact and retention is None:
+        return None
+    return LogPolicy(compact, None if retention is None else float(retention))
+
+
+def _topics(topics: Any) -> tuple[dict[str, int], dict[str, int], dict[str, LogPolicy]]:
+    """Partition counts, history bounds and retained-log policies from ``{name: count}``
+    or ``{name: {...}}``."""
     if not isinstance(topics, dict):
         raise InvalidArgument(
             f"OPTIONS['topics'] is {topics!r}; it must be a dict of name: partition count "
@@ -79,6 +113,7 @@ def _topics(topics: Any) -> tuple[dict[str, int], dict[str, int]]:
         )
     counts: dict[str, int] = {}
     bounds: dict[str, int] = {}
+    policies: dict[str, LogPolicy] = {}
     for name, spec in topics.items():
         validate_name("Topic name", name)
         where = f"OPTIONS['topics'][{name!r}]"
@@ -86,10 +121,12 @@ def _topics(topics: Any) -> tuple[dict[str, int], dict[str, int]]:
             unknown = sorted(set(spec) - set(TOPIC_KEYS), key=repr)
             if unknown or "partitions" not in spec:
                 raise InvalidArgument(
-                    f"{where} is {spec!r}; a topic's dict takes 'partitions' (required) and "
-                    "'keep_last'."
+                    f"{where} is {spec!r}; a topic's dict takes 'partitions' (required), "
+                    "'keep_last', 'log_compact' and 'log_retention'."
                 )
             count, bound = spec["partitions"], spec.get("keep_last")
+            if policy := _log_policy(name, spec):
+                policies[name] = policy
             where += "['partitions']"
             if bound is not None and not _whole(bound, 1):
                 raise InvalidArgument(
@@ -105,7 +142,7 @@ def _topics(topics: Any) -> tuple[dict[str, int], dict[str, int]]:
         counts[name] = count
         if bound is not None:
             bounds[name] = bound
-    return counts, bounds
+    return counts, bounds, policies
 
 
 def parse(options: dict[str, Any]) -> BackendOptions:
@@ -123,7 +160,7 @@ def parse(options: dict[str, Any]) -> BackendOptions:
         raise InvalidArgument(
             f"OPTIONS['max_attempts'] is {max_attempts!r}; it must be a whole number >= 1."
         )
-    topics, keep_last = _topics(options.get("topics", {}))
+    topics, keep_last, log_upkeep = _topics(options.get("topics", {}))
     schedules = options.get("schedules", {})
     if not isinstance(schedules, dict):
         raise InvalidArgument(
@@ -144,6 +181,7 @@ def parse(options: dict[str, Any]) -> BackendOptions:
         topics=topics,
         keep_last=keep_last,
         schedules=dict(schedules),
+        log_upkeep=log_upkeep,
     )
 
 
@@ -156,3 +194,19 @@ def configured_namespaces() -> list[str]:
             if namespace not in seen:
                 seen.append(namespace)
     return seen
+
+
+def configured_databases() -> list[str]:
+    """``DATABASES`` aliases the Later backend aliases in ``settings.TASKS`` use, in alias order.
+
+    ``["default"]`` when no Later backend is configured: that is where
+    ``OPTIONS["database"]`` points by default, so a project that migrates
+    before it configures ``TASKS`` gets the tables where they will be used.
+    """
+    seen: list[str] = []
+    for params in getattr(settings, "TASKS", {}).values():
+        if params.get("BACKEND") == BACKEND_PATH:
+            database = params.get("OPTIONS", {}).get("database", BackendOptions.database)
+            if isinstance(database, str) and database not in seen:
+                seen.append(database)
+    return seen or [BackendOptions.database]

@@ -104,6 +104,8 @@ class JobRecord:
     partition: int | None = None
     sequence: int | None = None
     cancel_reason: str | None = None
+    # When a cancel of the job was asked for while it ran (microseconds), until it ends.
+    cancel_requested_at: int | None = None
     schedule: str | None = None
     # Set on a stand-in for a record that could not be decoded: why, and the bytes it replaced.
     decode_error: str | None = None
@@ -124,6 +126,8 @@ class JobRecord:
             data["original_bytes"] = self.original_bytes
         if self.notes:  # most jobs never get one; leave them out of the stored record
             data["notes"] = [n.__dict__ for n in self.notes]
+        if self.cancel_requested_at is not None:
+            data["cancel_requested_at"] = self.cancel_requested_at
         data["attempts"] = [a.__dict__ for a in self.attempts]
         data["errors"] = [e.__dict__ for e in self.errors]
         data["v"] = RECORD_VERSION
@@ -152,7 +156,9 @@ class JobRecord:
 _RECORD_FIELDS = tuple(JobRecord.__dataclass_fields__)
 _RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
 _ALWAYS_ENCODED = tuple(
-    f for f in _RECORD_FIELDS if f not in ("decode_error", "original_bytes", "notes")
+    f
+    for f in _RECORD_FIELDS
+    if f not in ("decode_error", "original_bytes", "notes", "cancel_requested_at")
 )
 
 

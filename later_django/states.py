@@ -68,6 +68,9 @@ TRANSITIONS_MADE: tuple[Transition, ...] = (
     Transition(Stage.DELAYED, Stage.CANCELLED, "cancel"),
     Transition(Stage.ENQUEUED, Stage.CANCELLED, "cancel"),
     Transition(Stage.REQUEUED, Stage.CANCELLED, "cancel"),
+    # cancelling.cancel of a running job: its outcome once the cancel reached its worker,
+    # or at once when its lease has lapsed
+    Transition(Stage.RUNNING, Stage.CANCELLED, "cancelled while running"),
     # jobs.retry_job: a continuation whose parent is pending waits for it again
     Transition(Stage.FAILED, Stage.ENQUEUED, "retry"),
     Transition(Stage.CANCELLED, Stage.ENQUEUED, "retry"),
@@ -87,12 +90,13 @@ TRANSITIONS: Mapping[str | None, frozenset[Stage]] = _table(TRANSITIONS_MADE)
 
 # Groups are tuples in Stage order: SQL built from them keeps one text, and
 # messages list stages in the order people know them.
-# Not started and not finished: what cancel_job accepts.
+# Not started and not finished: what cancel_job accepts, and what a cancel ends at once.
 PENDING = (Stage.DELAYED, Stage.WAITING, Stage.ENQUEUED, Stage.REQUEUED)
-CANCELLABLE = PENDING
 # Not finished (pending or running): a continuation of such a parent waits,
 # and a sequential schedule holds its next occurrence back.
 UNFINISHED = (Stage.DELAYED, Stage.WAITING, Stage.ENQUEUED, Stage.RUNNING, Stage.REQUEUED)
+# What cancelling.cancel accepts: a pending job ends at once, a running one is asked to stop.
+CANCELLABLE = UNFINISHED
 # Terminal: nothing but retry_job, expiry or delete_job changes them.
 FINISHED = (Stage.SUCCESS, Stage.FAILED, Stage.CANCELLED)
 # Ended without succeeding: a continuation of such a parent is cancelled.

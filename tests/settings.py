@@ -76,6 +76,7 @@ DATABASES = {"default": _database}
 LATER_POLL_INTERVAL = float(os.environ.get("LATER_TEST_POLL_INTERVAL", "0.05"))
 LATER_HEARTBEAT_INTERVAL = float(os.environ.get("LATER_TEST_HEARTBEAT_INTERVAL", "0.5"))
 LATER_SWEEP_INTERVAL = float(os.environ.get("LATER_TEST_SWEEP_INTERVAL", "60"))
+LATER_CANCEL_GRACE = float(os.environ.get("LATER_TEST_CANCEL_GRACE", "10"))
 
 TASKS = {
     "default": {
@@ -91,7 +92,12 @@ TASKS = {
                     if os.environ.get("LATER_TEST_KEEP_LAST")
                     else 8
                 ),
-                "events": 4,
+                # A worker test has workers keep the log of "events" through the environment.
+                "events": (
+                    {"partitions": 4, "log_compact": True, "log_retention": 3600}
+                    if os.environ.get("LATER_TEST_LOG_UPKEEP")
+                    else 4
+                ),
             },
         },
     },

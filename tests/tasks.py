@@ -1,5 +1,6 @@
 """Tasks the test suite enqueues; worker subprocesses import them by path."""
 
+import asyncio
 import os
 import time
 from datetime import timedelta
@@ -225,3 +226,52 @@ def fails_with_an_unreachable_retry(kind):
 
 # The same Task reachable by a second path: a job must still name it by ``tests.tasks.add``.
 add_under_another_name = add
+
+
+def _until_cancelled(context, seconds: float = 60) -> bool:
+    """Wait until the job's context says it was cancelled; whether it did, within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if context.cancel_requested:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@task(takes_context=True)
+def stops_when_cancelled(context, kind):
+    """Record a start, look at ``context.cancel_requested`` until it turns true (a minute at
+    most), record that it saw it, and return."""
+    _record(f"{kind}:start", context.task_result.id)
+    if _until_cancelled(context):
+        _record(f"{kind}:saw-cancel", context.task_result.id)
+        return "stopped early"
+    return "ran to the end"
+
+
+@task
+def ignores_cancel(kind):
+    """Record a start, then keep busy in Python for a minute, never looking at a cancel."""
+    _record(f"{kind}:start", "")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+    _record(kind, "ran to the end")
+
+
+@task
+def blocks_ignoring_cancel(kind):
+    """Record a start, then block in one C call, where no interrupt can land."""
+    _record(f"{kind}:start", "")
+    time.sleep(30)
+    _record(kind, "ran to the end")
+
+
+@task
+async def async_ignores_cancel(kind):
+    """Record a start, then wait on the event loop for a minute, never looking at a cancel."""
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(_record)(f"{kind}:start", "")
+    await asyncio.sleep(60)
+    await sync_to_async(_record)(kind, "ran to the end")

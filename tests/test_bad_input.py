@@ -205,6 +205,11 @@ SETTINGS: list[tuple[dict[str, Any], str, str]] = [
         "LATER_HEARTBEAT_INTERVAL is inf; it must be a finite number",
     ),
     ({"LATER_POLL_INTERVAL": "1"}, "later.E001", "LATER_POLL_INTERVAL is '1'"),
+    (
+        {"LATER_CANCEL_GRACE": -1},
+        "later.E001",
+        "LATER_CANCEL_GRACE is -1; it must be a finite number of at least 0.0.",
+    ),
 ]
 
 BACKEND = "later_django.backend.LaterBackend"
@@ -215,6 +220,14 @@ OPTIONS: list[tuple[dict[str, Any], str]] = [
     ({"backoff": "linear"}, "OPTIONS['backoff'] is 'linear'; it must be one of exponential"),
     ({"max_attempts": 0}, "OPTIONS['max_attempts'] is 0; it must be a whole number >= 1."),
     ({"topics": {"orders": 0}}, "'orders'"),
+    (
+        {"topics": {"events": {"partitions": 4, "log_compact": "yes"}}},
+        "OPTIONS['topics']['events']['log_compact'] is 'yes'; it must be True",
+    ),
+    (
+        {"topics": {"events": {"partitions": 4, "log_retention": -1}}},
+        "OPTIONS['topics']['events']['log_retention'] is -1; it must be a number of seconds",
+    ),
     ({"lease_sconds": 30}, "lease_sconds"),
 ]
 

@@ -115,7 +115,21 @@ BAD_OPTIONS = [
     (
         {"topics": {"orders": {"keep_last": 5}}},
         "OPTIONS['topics']['orders'] is {'keep_last': 5}; a topic's dict takes 'partitions' "
-        "(required) and 'keep_last'.",
+        "(required), 'keep_last', 'log_compact' and 'log_retention'.",
+    ),
+    (
+        {"topics": {"events": {"partitions": 4, "log_compact": "yes"}}},
+        "OPTIONS['topics']['events']['log_compact'] is 'yes'; it must be True (workers keep "
+        "only the newest record of each key below every group's offset) or False.",
+    ),
+    (
+        {"topics": {"events": {"partitions": 4, "log_retention": -1}}},
+        "OPTIONS['topics']['events']['log_retention'] is -1; it must be a number of seconds "
+        "from 0 to",
+    ),
+    (
+        {"topics": {"events": {"partitions": 4, "log_retention": float("nan")}}},
+        "OPTIONS['topics']['events']['log_retention'] is nan; it must be a number of seconds",
     ),
     (
         {"topics": {"orders": {"partitions": 8, "keep": 5}}},

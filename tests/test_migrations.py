@@ -1,9 +1,12 @@
 """Upgrades: jobs stored under an older schema stay runnable after ``migrate``."""
 
+from importlib import import_module
+
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from later_django.jobs import cancel_job
 from later_django.models import JobIndexRow
 from tests import tasks
 from tests.continuations.inline import claim_ready, finish, stage_of
@@ -42,3 +45,33 @@ def test_a_parent_enqueued_before_has_children_still_releases_its_child_after_th
     assert stage_of(child.id) == "success"
     flags = dict(JobIndexRow.objects.values_list("job_id", "has_children"))
     assert flags == {parent.id: True, child.id: False, alone.id: False}
+
+
+def test_the_has_children_backfill_works_in_batches_across_namespaces_and_can_run_again():
+    backfill = import_module("later_django.migrations.0008_jobs_index_backfill_has_children")
+    parents = [tasks.record.enqueue("backfill", f"parent {n}") for n in range(5)]
+    for parent in parents:
+        tasks.record.using(after=parent).enqueue("backfill", "child")
+    tasks.record.using(after=parents[0]).enqueue("backfill", "second child")
+    done = tasks.record.enqueue("backfill", "parent of a child that no longer waits")
+    cancelled = tasks.record.using(after=done).enqueue("backfill", "cancelled child")
+    cancel_job(cancelled.id, namespace="tests")
+    # One parent and its child in another namespace: the keyset spans namespaces.
+    moved = [
+        parents[4].id,
+        *JobIndexRow.objects.filter(parent_job_id=parents[4].id).values_list("job_id", flat=True),
+    ]
+    JobIndexRow.objects.filter(job_id__in=moved).update(namespace="elsewhere")
+    # As a database of a release before the flag: false everywhere.
+    JobIndexRow.objects.update(has_children=False)
+
+    with connection.schema_editor(atomic=False) as editor:
+        batches = backfill.backfill(None, editor, batch=2)
+    assert batches == 3  # five parents with waiting children, two at a time
+    flagged = set(JobIndexRow.objects.filter(has_children=True).values_list("job_id", flat=True))
+    assert flagged == {parent.id for parent in parents}
+
+    with connection.schema_editor(atomic=False) as editor:
+        assert backfill.backfill(None, editor, batch=2) == 3
+    again = set(JobIndexRow.objects.filter(has_children=True).values_list("job_id", flat=True))
+    assert again == flagged

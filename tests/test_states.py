@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from later_django import states
+from later_django import cancel, states
 from later_django.exceptions import InvalidTransition, LaterError
 from later_django.jobs import cancel_job, retry_job
 from later_django.models import DeliveryCommand, JobExecution, PartitionHead
@@ -163,10 +163,10 @@ def test_check_transition_allows_the_table_and_names_both_stages_and_the_options
         "from there it can move to no other stage."
     )
     with pytest.raises(InvalidTransition) as raised:
-        check_transition("running", "cancelled")
+        check_transition("running", "waiting")
     assert str(raised.value) == (
-        "A job cannot go from stage 'running' to stage 'cancelled'; "
-        "from there it can move to enqueued, running, requeued, success, failed."
+        "A job cannot go from stage 'running' to stage 'waiting'; "
+        "from there it can move to enqueued, running, requeued, success, failed, cancelled."
     )
     with pytest.raises(InvalidTransition, match="cannot be created to stage 'running'"):
         check_transition(None, "running")
@@ -281,6 +281,16 @@ def test_every_stage_change_the_engine_makes_is_in_the_table_and_every_entry_hap
     retry_job(cancelled_parent.id, namespace="tests")
     retry_job(orphan.id, namespace="tests")
     assert stage_of(orphan.id) == Stage.WAITING
+    # cancel of running jobs: asked (the outcome that follows ends it cancelled), and at
+    # once when its lease has lapsed
+    asked = tasks.record.enqueue("states", "asked")
+    stalled = tasks.record.enqueue("states", "stalled")
+    claimed = {c.job_id: c for c in claim_ready()}
+    assert cancel(asked.id) == Stage.RUNNING
+    finish([claimed[asked.id]], FAILED)
+    assert stage_of(asked.id) == Stage.CANCELLED
+    JobExecution.objects.filter(job_id=stalled.id).update(lease_expires_at=timezone.now())
+    assert cancel(stalled.id) == Stage.CANCELLED
     # partition heads: delayed and requeued heads are claimed when due, without promotion
     head = topic_tasks.step.using(partition_key="a", run_after=timedelta(hours=1)).enqueue("a", 0)
     PartitionHead.objects.update(available_at=timezone.now())

@@ -1,4 +1,8 @@
-"""Retry, cancel and delete: a confirmation page, then a POST that calls the engine."""
+"""Retry, cancel and delete: a confirmation page, then a POST that calls the engine.
+
+Cancelling a running job asks it to stop (``cancelling.py``): the message says
+so, and the job page shows the request until the job ends.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,10 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
 from .. import jobs as engine
+from ..cancelling import cancel_by_id
+from ..conf import later_settings
 from ..exceptions import InvalidTransition, JobNotFound
+from ..states import Stage
 from . import permissions
 from .links import Links
 from .scope import Scope, resolve
@@ -23,6 +30,7 @@ logger = logging.getLogger(__name__)
 BULK_LIMIT = 100
 REASON_LENGTH = 500
 VERBS = {"retry": "retried", "cancel": "cancelled", "delete": "deleted"}
+ASKED = "asked"  # _perform's answer when a running job was asked to stop
 
 
 def _require(request: HttpRequest, action: str) -> None:
@@ -39,14 +47,15 @@ def _reason(request: HttpRequest) -> str:
 
 
 def _perform(request: HttpRequest, scope: Scope, action: str, job_id: str) -> str | None:
-    """Apply one action through the engine; return the refusal message, or None.
+    """Apply one action through the engine; return the refusal message, "asked" when a
+    running job was asked to stop, or None.
 
     The engine's writes are savepoints inside a caller's transaction, so under
     ATOMIC_REQUESTS a refusal leaves the request's transaction usable for the
     next job of a bulk action.
     """
     try:
-        _call_engine(request, scope, action, job_id)
+        stage = _call_engine(request, scope, action, job_id)
     except (InvalidTransition, JobNotFound) as e:
         return str(e)
     logger.info(
@@ -56,16 +65,27 @@ def _perform(request: HttpRequest, scope: Scope, action: str, job_id: str) -> st
         scope.namespace,
         request.user.get_username(),
     )
-    return None
+    return ASKED if stage == Stage.RUNNING else None
 
 
-def _call_engine(request: HttpRequest, scope: Scope, action: str, job_id: str) -> None:
+def _asked(count: int) -> str:
+    jobs = "job was" if count == 1 else f"{count} jobs were"
+    return (
+        f"The running {jobs} asked to stop: a task sees context.cancel_requested and is "
+        f"interrupted if it runs on {later_settings.cancel_grace:g} s after its worker hears "
+        "of the cancel; then it ends cancelled."
+    )
+
+
+def _call_engine(request: HttpRequest, scope: Scope, action: str, job_id: str) -> Stage | None:
+    """Call the engine; a cancel returns the stage the job is in afterwards."""
     if action == "retry":
         engine.retry_job(job_id, namespace=scope.namespace)
     elif action == "cancel":
-        engine.cancel_job(job_id, namespace=scope.namespace, reason=_reason(request))
+        return cancel_by_id(job_id, namespace=scope.namespace, reason=_reason(request))
     else:
         engine.delete_job(job_id, namespace=scope.namespace)
+    return None
 
 
 @require_http_methods(["GET", "POST"])
@@ -81,7 +101,9 @@ def single(request: HttpRequest, site: AdminSite, job_id: str, action: str) -> H
         raise Http404(str(e)) from e
     if request.method == "POST":
         refusal = _perform(request, scope, action, job_id)
-        if refusal:
+        if refusal == ASKED:
+            messages.success(request, f"Job {job_id}: cancel requested. {_asked(1)}")
+        elif refusal:
             messages.error(request, refusal)
         else:
             messages.success(request, f"Job {job_id} {VERBS[action]}.")
@@ -99,6 +121,8 @@ def single(request: HttpRequest, site: AdminSite, job_id: str, action: str) -> H
         post_url=links.url("action", job_id, action),
         back_url=links.job(job_id),
         back_label=f"Job {job_id}",
+        running=record.stage == Stage.RUNNING,
+        cancel_grace=later_settings.cancel_grace,
     )
 
 
@@ -139,16 +163,22 @@ def bulk(request: HttpRequest, site: AdminSite, stage: str) -> HttpResponse:
             back_url=back_url,
             back_label=f"{stage.capitalize()} jobs",
             bulk=True,
+            running=any(r.stage == Stage.RUNNING for r in records),
+            cancel_grace=later_settings.cancel_grace,
         )
-    done, refusals = 0, []
+    done, asked, refusals = 0, 0, []
     for job_id in job_ids:
         refusal = _perform(request, scope, action, job_id)
-        if refusal:
+        if refusal == ASKED:
+            asked += 1
+        elif refusal:
             refusals.append(refusal)
         else:
             done += 1
     if done:
         messages.success(request, f"{done} job{'s' if done != 1 else ''} {VERBS[action]}.")
+    if asked:
+        messages.success(request, _asked(asked))
     for refusal in refusals:
         messages.error(request, refusal)
     return redirect(back_url)

@@ -194,14 +194,16 @@ class GroupRow:
     live: bool
 
 
-def consumer_groups(scope: Scope, now: datetime) -> tuple[list[GroupRow], bool]:
-    """Each retained-log group's committed offset, log end and lag per partition."""
+def consumer_groups(
+    scope: Scope, now: datetime, *, topic: str | None = None
+) -> tuple[list[GroupRow], bool]:
+    """Each retained-log group's committed offset, log end and lag per partition (of one
+    ``topic``, if given)."""
     db, ns = scope.database, scope.namespace
-    offsets = list(
-        LogConsumerOffset.objects.using(db)
-        .filter(namespace=ns)
-        .order_by("group", "topic", "partition")[: GROUP_ROW_LIMIT + 1]
-    )
+    found = LogConsumerOffset.objects.using(db).filter(namespace=ns)
+    if topic is not None:
+        found = found.filter(topic=topic)
+    offsets = list(found.order_by("group", "topic", "partition")[: GROUP_ROW_LIMIT + 1])
     shown = offsets[:GROUP_ROW_LIMIT]
     topics_seen = sorted({o.topic for o in shown})
     groups_seen = sorted({o.group for o in shown})

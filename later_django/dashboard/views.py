@@ -17,15 +17,18 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from .. import jobs as engine
+from ..conf import later_settings
 from ..exceptions import JobNotFound
+from ..records import from_micros
 from ..states import CANCELLABLE, FINISHED, RETRYABLE, Stage
-from . import charts, listing, permissions, present, redaction, topics
+from . import charts, listing, permissions, present, redaction, retained, topics
 from . import overview as overview_reads
 from . import schedules as schedule_reads
 from .links import Links
 from .scope import Scope, resolve
 
-# The actions jobs.py accepts for a job in each stage, in the order buttons show them.
+# The actions the engine accepts for a job in each stage, in the order buttons show them
+# (cancelling a running job asks it to stop: cancelling.py).
 STAGE_ACTIONS: dict[str, tuple[str, ...]] = {
     stage: tuple(
         action
@@ -218,10 +221,18 @@ def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
     previous, following = listing.partition_neighbours(scope, row) if row else (None, None)
     children, more_children = listing.continuations(scope, job_id)
     allowed = permissions.allowed_actions(request.user)
+    cancel_requested = (
+        from_micros(record.record.cancel_requested_at)
+        if record.record.cancel_requested_at is not None
+        else None
+    )
+    asked = record.stage == Stage.RUNNING and cancel_requested is not None
     actions = [
         (action, links.url("action", job_id, action))
         for action in STAGE_ACTIONS.get(record.stage, ())
-        if action in allowed and not (action == "retry" and record.decode_error)
+        if action in allowed
+        and not (action == "retry" and record.decode_error)
+        and not (action == "cancel" and asked)  # asked already: it is stopping
     ]
     full = set(request.GET.get("full", "").split(",")) & FULL_PARTS
     shown = redaction.redacted(record.task_path, record.args, record.kwargs)
@@ -259,6 +270,9 @@ def job(request: HttpRequest, site: AdminSite, job_id: str) -> HttpResponse:
         continuations=links.linked_jobs(children),
         more_continuations=more_children,
         lease=listing.lease(scope, row) if row else None,
+        cancel_requested=cancel_requested,
+        stopping=asked,
+        cancel_grace=later_settings.cancel_grace,
         partition_url=(
             links.url("partition", record.topic, record.partition)
             if record.topic is not None and record.partition is not None
@@ -359,6 +373,8 @@ def topic_detail(request: HttpRequest, site: AdminSite, topic: str) -> HttpRespo
     now = timezone.now()
     rows = topics.partitions(scope, found, start, now)
     step = topics.PARTITION_PAGE
+    groups, more_groups = topics.consumer_groups(scope, now, topic=topic)
+    numbers = range(start, min(start + step, found.partition_count))
     return page(
         request,
         site,
@@ -381,6 +397,10 @@ def topic_detail(request: HttpRequest, site: AdminSite, topic: str) -> HttpRespo
         if start + step < found.partition_count
         else None,
         topic_url=links.url("topic", topic),
+        log_rows=retained.log_partitions(scope, topic, numbers),
+        log_policy=retained.describe(retained.log_policy(scope, topic)),
+        groups=groups,
+        more_groups=more_groups,
     )
 
 

@@ -39,6 +39,9 @@ class JobIndexRow(models.Model):
     date_expire = models.DateTimeField(null=True, blank=True)
     # Set by the enqueue of a continuation: its outcome must release or cancel children.
     has_children = models.BooleanField(db_default=False)
+    # Set by a cancel of the running job (cancelling.py): its worker's outcome, which locks
+    # this row first, then ends it cancelled; retry_job clears it.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "later_jobs_index"

@@ -55,6 +55,12 @@ class LogRecord(models.Model):
                 fields=["namespace", "topic", "partition", "appended_at"],
                 name="later_logrec_age_idx",
             ),
+            # compaction: the records of a key, and whether a newer one replaces each
+            models.Index(
+                fields=["namespace", "topic", "partition", "key", "offset"],
+                name="later_logrec_key_idx",
+                condition=models.Q(key__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

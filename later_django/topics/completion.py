@@ -98,13 +98,14 @@ def settle(
         released.append((to_db(connection, now), namespace, head.topic, head.partition))
         if stage in FINISHED:
             finished.append(head)
-            if stage == Stage.FAILED:
+            if stage != Stage.SUCCESS:
                 logger.warning(
-                    "partition moves on: topic=%s partition=%s sequence=%s job id=%s failed",
+                    "partition moves on: topic=%s partition=%s sequence=%s job id=%s %s",
                     head.topic,
                     head.partition,
                     head.sequence,
                     head.job_id,
+                    stage,
                 )
         else:
             kept.append((head, run_at or now))

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..tasks_api import TaskContext, TaskResult
+from ..context import LaterTaskContext
+from ..tasks_api import TaskResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionTaskContext(TaskContext):  # type: ignore[misc]
+class PartitionTaskContext(LaterTaskContext):  # type: ignore[misc]
     """The TaskContext of a job run as its partition's head.
 
     ``epoch`` is the partition lease's fencing epoch for this run: it rises
@@ -25,14 +26,18 @@ class PartitionTaskContext(TaskContext):  # type: ignore[misc]
     epoch: int
 
 
-def context_for(item: Any, result: TaskResult) -> TaskContext:
-    """A PartitionTaskContext for a claimed head, Django's TaskContext for anything else."""
+def context_for(item: Any, result: TaskResult) -> LaterTaskContext:
+    """A PartitionTaskContext for a claimed head, a LaterTaskContext for anything else.
+
+    Both read the claimed job's cancel flag, which the worker sets.
+    """
     from .claiming import PartitionClaimed
 
     if not isinstance(item, PartitionClaimed):
-        return TaskContext(task_result=result)
+        return LaterTaskContext(task_result=result, _cancelled=item.cancel)
     return PartitionTaskContext(
         task_result=result,
+        _cancelled=item.cancel,
         topic=item.topic,
         partition=item.partition,
         partition_key=item.record.partition_key if item.record else None,

@@ -27,7 +27,7 @@ from ..exceptions import InvalidTransition
 from ..models import JobIndexRow
 from ..records import Note, to_micros
 from ..results import load_record
-from ..states import CANCELLABLE, Stage
+from ..states import PENDING, Stage
 from .completion import PARTITION, advance
 
 
@@ -92,14 +92,14 @@ def skip_head(
     with write_transaction(using) as cursor:
         now = timezone.now()
         head = _lock_head(cursor, namespace, topic, partition, job_id)
-        stages: tuple[Stage, ...] = CANCELLABLE
+        stages: tuple[Stage, ...] = PENDING
         if head.stage == Stage.RUNNING:
             if head.lease_live(now):
                 raise InvalidTransition(
                     f"Job {job_id!r} is running under a live lease of {head.owner}; release "
                     f"the lease of {topic}[{partition}] first, or cancel nothing."
                 )
-            stages = (*CANCELLABLE, Stage.RUNNING)
+            stages = (*PENDING, Stage.RUNNING)
         jobs.cancel(
             job_id,
             namespace=namespace,

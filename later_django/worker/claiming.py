@@ -12,6 +12,7 @@ write transaction.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,6 +51,8 @@ class Claimed:
     previous_owner: str | None = None  # holder of a lease that lapsed without an outcome
     raw: bytes | None = field(default=None, repr=False)  # the stored record, until load()
     undecodable: bytes | None = field(default=None, repr=False)  # what load() could not decode
+    # Set once a cancel of the job reaches this worker; the task's context reads it.
+    cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     def load(self) -> None:
         """Decode the stored record, once, and add this claim's attempt to it.

@@ -16,7 +16,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from ..backoff import delay_seconds
-from ..exceptions import LaterError, TaskTimeout, UndecodableJob
+from ..exceptions import InterruptedByCancel, LaterError, TaskTimeout, UndecodableJob
 from ..models import JobIndexRow
 from ..records import Attempt, ErrorEntry, JobRecord, check_value, to_micros
 from ..results import build_result, resolve_task, stand_in
@@ -24,7 +24,7 @@ from ..states import Stage
 from ..tasks_api import TaskResultStatus, task_finished, task_started
 from ..topics.context import context_for
 from .claiming import LOST_ATTEMPTS_LIMIT, Claimed
-from .outcomes import FAILED, RETRY, SUCCESS, Outcome
+from .outcomes import CANCELLED, FAILED, RETRY, SUCCESS, Outcome
 
 if TYPE_CHECKING:
     from ..backend import LaterBackend
@@ -58,6 +58,35 @@ def failed_outcome(item: Claimed, exc: BaseException, worker_id: str) -> Outcome
             record.attempts[-1].outcome = "error"
             record.attempts[-1].finished_at = to_micros(timezone.now())
     return Outcome(item.job_id, item.epoch, FAILED, record, timezone.now())
+
+
+def cancelled_outcome(item: Claimed, exc: BaseException | None, worker_id: str) -> Outcome:
+    """An outcome that ends the job CANCELLED after a cancel reached it; ``exc`` is what the
+    task raised as it stopped, if anything (kept as an error). The reason is stored with it
+    (``cancels.honour``)."""
+    now = timezone.now()
+    record = item.record
+    if record is not None:
+        if exc is not None:
+            record.errors.append(error_entry(exc, worker_id))
+        if record.attempts:
+            record.attempts[-1].outcome = CANCELLED
+            record.attempts[-1].finished_at = to_micros(now)
+    return Outcome(item.job_id, item.epoch, CANCELLED, record, now)
+
+
+def abandoned_cancel_outcome(item: Claimed, worker_id: str) -> Outcome:
+    """The outcome of a cancelled job whose thread was abandoned past its grace: CANCELLED,
+    on a copy of the record, which the abandoned thread still holds."""
+    copy = replace(item, record=deepcopy(item.record))
+    return cancelled_outcome(
+        copy,
+        InterruptedByCancel(
+            f"Job {item.job_id!r} was cancelled and did not stop when interrupted; its "
+            "thread was abandoned."
+        ),
+        worker_id,
+    )
 
 
 def undecodable_outcome(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
@@ -106,8 +135,8 @@ def abandoned_outcome(
 
 
 def _call(task: Any, args: list[Any], kwargs: dict[str, Any], timeout: float | None) -> Any:
+    thread = threading.current_thread()
     if not iscoroutinefunction(task.func):
-        thread = threading.current_thread()
         thread.in_task = True  # type: ignore[attr-defined]
         try:
             return task.func(*args, **kwargs)
@@ -115,6 +144,8 @@ def _call(task: Any, args: list[Any], kwargs: dict[str, Any], timeout: float | N
             thread.in_task = False  # type: ignore[attr-defined]
 
     async def bounded() -> Any:
+        # The slot cancels this asyncio task to interrupt a cancelled job (slots.py).
+        thread.running_loop = (asyncio.get_running_loop(), asyncio.current_task())  # type: ignore[attr-defined]
         return await asyncio.wait_for(task.func(*args, **kwargs), timeout)
 
     try:
@@ -123,6 +154,12 @@ def _call(task: Any, args: list[Any], kwargs: dict[str, Any], timeout: float | N
         raise TaskTimeout(
             f"Task {task.module_path!r} ran longer than its timeout of {timeout} seconds."
         ) from e
+    except asyncio.CancelledError as e:
+        if getattr(thread, "cancel_interrupted", False):
+            raise InterruptedByCancel() from e
+        raise
+    finally:
+        thread.running_loop = None  # type: ignore[attr-defined]
 
 
 def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
@@ -151,6 +188,9 @@ def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
             ),
             worker_id,
         )
+    if item.cancel.is_set() or record.cancel_requested_at is not None:
+        # Cancelled before it started here (while held, or before its last worker stopped).
+        return cancelled_outcome(item, None, worker_id)
     close_old_connections()
     try:
         try:
@@ -169,17 +209,26 @@ def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
             # SystemExit and KeyboardInterrupt too: the worker takes its signals in the
             # main thread, so in a job's thread they come from the task's own code, and
             # letting them through would end the thread with the job left running.
-            outcome = _failure(item, record, e, backend, worker_id, result)
+            if item.cancel.is_set():  # it stopped (or was interrupted) after a cancel
+                outcome = cancelled_outcome(item, e, worker_id)
+            else:
+                outcome = _failure(item, record, e, backend, worker_id, result)
             object.__setattr__(
                 result,
                 "status",
-                TaskResultStatus.FAILED if outcome.kind == FAILED else TaskResultStatus.READY,
+                TaskResultStatus.READY if outcome.kind == RETRY else TaskResultStatus.FAILED,
             )
             object.__setattr__(result, "finished_at", outcome.finished_at)
             task_finished.send(sender=type(backend), task_result=result)
             return outcome
         finished = timezone.now()
         record.return_value = value
+        if item.cancel.is_set():  # it returned once the cancel had reached it: it stopped
+            outcome = cancelled_outcome(item, None, worker_id)
+            object.__setattr__(result, "status", TaskResultStatus.FAILED)
+            object.__setattr__(result, "finished_at", outcome.finished_at)
+            task_finished.send(sender=type(backend), task_result=result)
+            return outcome
         record.attempts[-1].outcome = "success"
         record.attempts[-1].finished_at = to_micros(finished)
         object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)

@@ -5,6 +5,11 @@ are deleted (owner and epoch must match, so a worker whose lease was taken over
 writes nothing for that job), then the records, index rows and queue commands
 of the jobs it still held are updated together. On PostgreSQL all of that is
 one statement over arrays.
+
+A job whose cancel was requested while it ran (``cancel_requested_at`` on its
+index row, which the statements lock first) is held back from that statement
+and stored in a transaction that first gives its outcome what the cancel asks
+(``cancels.honour``).
 """
 
 from __future__ import annotations
@@ -31,20 +36,27 @@ from ..topics import completion as partitions
 
 logger = logging.getLogger(__name__)
 
-# What became of an attempt; not stages, though two of them name the stage they lead to.
+# What became of an attempt; not stages, though three of them name the stage they lead to.
 SUCCESS, FAILED, RETRY, RELEASE = "success", "failed", "retry", "release"
+CANCELLED = str(Stage.CANCELLED)  # stopped after a cancel reached the worker
 
 
 @dataclass
 class Outcome:
     job_id: str
     epoch: int
-    kind: str  # SUCCESS, FAILED, RETRY or RELEASE
+    kind: str  # SUCCESS, FAILED, RETRY, RELEASE or CANCELLED
     record: JobRecord | None
     finished_at: datetime
     retry_at: datetime | None = None
     transitions: list[str] = field(default_factory=list)
     routine: bool = False  # logged at DEBUG whatever its kind (a release when handing back)
+    released: bool = False  # a release that a cancel turned into CANCELLED
+
+    @property
+    def attempts_delta(self) -> int:
+        """A release hands the attempt back: its record no longer has it, nor its index row."""
+        return -1 if self.kind == RELEASE or self.released else 0
 
 
 # Arrays travel in binary (%b), which psycopg adapts without escaping each element.
@@ -86,25 +98,40 @@ _STORE = f"""fenced AS (
 )
 SELECT job_id, FALSE, (SELECT COUNT(*) FROM woken) FROM fenced"""
 
-# In the transaction that also settles partition heads and children.
+# In the transaction that also settles partition heads and children. The index rows
+# are locked first, which reads a cancel request committed by a cancel that held a row;
+# unless ``honoured``, a job with one is left out ("deferred") for cancels.honour.
 PG_OUTCOMES = f"""
-WITH v AS (SELECT * FROM {_GIVEN}), {_STORE}
+WITH given AS (
+    SELECT * FROM {_GIVEN}
+), locked AS MATERIALIZED (
+    SELECT job_id, cancel_requested_at IS NOT NULL AS flagged FROM later_jobs_index
+    WHERE namespace = %(ns)s AND job_id = ANY(%(job_ids)b::text[])
+    ORDER BY job_id FOR NO KEY UPDATE
+), deferred AS (
+    SELECT job_id FROM locked WHERE flagged AND NOT %(honoured)s
+), v AS (
+    SELECT * FROM given WHERE job_id NOT IN (SELECT job_id FROM deferred)
+), {_STORE}
+UNION ALL SELECT job_id, TRUE, 0 FROM deferred
 """
 
 # On its own, in autocommit: every job's index row is locked first (in id order,
-# as a continuation's enqueue locks parents), which reads ``has_children`` as
-# committed by any enqueue that held the row. A finished job with children is
-# left alone ("deferred") for the transaction that settles its children with it.
+# as a continuation's enqueue locks parents), which reads ``has_children`` and a
+# cancel request as committed by any enqueue or cancel that held the row. A
+# finished job with children, and any job with a cancel request, is left alone
+# ("deferred") for the transaction that settles children and honours cancels.
 PG_OUTCOMES_ALONE = f"""
 WITH locked AS MATERIALIZED (
-    SELECT job_id, has_children FROM later_jobs_index
+    SELECT job_id, has_children, cancel_requested_at IS NOT NULL AS flagged
+    FROM later_jobs_index
     WHERE namespace = %(ns)s AND job_id = ANY(%(job_ids)b::text[])
     ORDER BY job_id FOR NO KEY UPDATE
 ), given AS (
     SELECT * FROM {_GIVEN}
 ), deferred AS (
     SELECT l.job_id FROM locked AS l JOIN given AS g USING (job_id)
-    WHERE l.has_children AND g.stage IN ({sql_list(FINISHED)})
+    WHERE (l.has_children AND g.stage IN ({sql_list(FINISHED)})) OR l.flagged
 ), v AS (
     SELECT * FROM given WHERE job_id NOT IN (SELECT job_id FROM deferred)
 ), {_STORE}
@@ -118,7 +145,19 @@ def _plan(outcome: Outcome, now: datetime) -> tuple[Stage, datetime | None, bool
         return Stage.REQUEUED, outcome.retry_at, False
     if outcome.kind in (RETRY, RELEASE):
         return Stage.ENQUEUED, now, False
+    if outcome.kind == CANCELLED:
+        return Stage.CANCELLED, None, True
     return (Stage.SUCCESS if outcome.kind == SUCCESS else Stage.FAILED), None, True
+
+
+def _planned(o: Outcome, now: datetime) -> tuple[Outcome, Stage, datetime | None, bool]:
+    """``o`` with its plan, the plan's stage (and end, if final) written into its record."""
+    stage, run_at, terminal = _plan(o, now)
+    if o.record is not None:
+        o.record.stage = stage
+        if terminal:
+            o.record.finished_at = to_micros(o.finished_at)
+    return o, stage, run_at, terminal
 
 
 def record_outcomes(
@@ -135,14 +174,7 @@ def record_outcomes(
     connection = connection_for(using)
     now = timezone.now()
     expire_at = now + timedelta(seconds=retention_seconds)
-    plans = []
-    for o in outcomes:
-        stage, run_at, terminal = _plan(o, now)
-        if o.record is not None:
-            o.record.stage = stage
-            if terminal:
-                o.record.finished_at = to_micros(o.finished_at)
-        plans.append((o, stage, run_at, terminal))
+    plans = [_planned(o, now) for o in outcomes]
     if is_postgres(connection) and not connection.in_atomic_block and _plain(outcomes):
         with hot_cursor(using) as cursor:
             cursor.execute(PG_OUTCOMES_ALONE, _pg_params(namespace, owner, plans, now, expire_at))
@@ -162,9 +194,9 @@ def record_outcomes(
     else:
         held = _record_with_settling(connection, namespace, owner, plans, now, expire_at, using)
     written = []
-    for o, stage, _, _ in plans:
+    for o in outcomes:
         if o.job_id in held:
-            o.transitions.append(stage)
+            o.transitions.append(_plan(o, now)[0])  # a cancel may have changed its kind
             written.append(o)
         else:
             logger.warning(
@@ -181,7 +213,7 @@ def _plain(outcomes: list[Outcome]) -> bool:
     return all(o.record is not None and o.record.topic is None for o in outcomes)
 
 
-def _pg_params(namespace, owner, plans, now, expire_at) -> dict[str, object]:
+def _pg_params(namespace, owner, plans, now, expire_at, honoured=False) -> dict[str, object]:
     return {
         "ns": namespace,
         "owner": owner,
@@ -193,7 +225,8 @@ def _pg_params(namespace, owner, plans, now, expire_at) -> dict[str, object]:
         "finished": [o.finished_at if t else None for o, _, _, t in plans],
         "run_at": [run_at for _, _, run_at, _ in plans],
         "expire": [expire_at if t else None for *_, t in plans],
-        "attempts": [-1 if o.kind == RELEASE else 0 for o, *_ in plans],
+        "attempts": [o.attempts_delta for o, *_ in plans],
+        "honoured": honoured,
     }
 
 
@@ -204,7 +237,11 @@ def _record_with_settling(connection, namespace, owner, plans, now, expire_at, u
         heads = partitions.lock_heads(cursor, namespace, outcomes)  # before execution leases
         if is_postgres(connection):
             cursor.execute(PG_OUTCOMES, _pg_params(namespace, owner, plans, now, expire_at))
-            held = {row[0] for row in cursor.fetchall()}
+            rows = cursor.fetchall()
+            held = {job_id for job_id, deferred, _ in rows if not deferred}
+            flagged = {job_id for job_id, deferred, _ in rows if deferred}
+            if flagged:
+                held |= _honour_postgres(cursor, namespace, owner, plans, flagged, now, expire_at)
         else:
             held = _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at)
         # A finished head advances its partition in the transaction that stores its state.
@@ -216,13 +253,27 @@ def _record_with_settling(connection, namespace, owner, plans, now, expire_at, u
             namespace,
             succeeded=[o.job_id for o, stage, _, _ in settled if stage == Stage.SUCCESS],
             failed=[o.job_id for o, stage, _, _ in settled if stage == Stage.FAILED],
+            cancelled=[o.job_id for o, stage, _, _ in settled if stage == Stage.CANCELLED],
             now=now,
             expire_at=expire_at,
         )
     return held
 
 
+def _honour_postgres(cursor, namespace, owner, plans, flagged, now, expire_at) -> set[str]:
+    """Store the outcomes of jobs with a cancel request, their index rows still locked."""
+    from .cancels import honour_plans
+
+    again = honour_plans(cursor, namespace, plans, flagged, now)
+    cursor.execute(PG_OUTCOMES, _pg_params(namespace, owner, again, now, expire_at, True))
+    return {job_id for job_id, deferred, _ in cursor.fetchall() if not deferred}
+
+
 def _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at) -> set[str]:
+    from .cancels import flagged_jobs, honour_plans
+
+    if flagged := flagged_jobs(cursor, namespace, [o.job_id for o, *_ in plans]):
+        honour_plans(cursor, namespace, plans, flagged, now)
     tokens = [f"{o.job_id}:{o.epoch}" for o, *_ in plans]
     cursor.execute(
         "DELETE FROM later_job_execution WHERE namespace = %s AND owner = %s "
@@ -258,7 +309,7 @@ def _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at) 
                 to_db(connection, now),
                 to_db(connection, run_at),
                 to_db(connection, expire_at) if t else None,
-                -1 if o.kind == RELEASE else 0,
+                o.attempts_delta,
                 namespace,
                 o.job_id,
             )

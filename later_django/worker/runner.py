@@ -22,14 +22,14 @@ from django.utils import timezone
 from ..backend import LaterBackend
 from ..conf import later_settings
 from ..db import limit_idle_transactions, retrying
-from ..exceptions import LaterError
+from ..exceptions import InterruptedByCancel, LaterError
 from ..states import Stage
 from ..tasks_api import InvalidTaskBackend, task_backends
 from ..topics import runtime as partitions
 from .claiming import BATCH, Claimed, claim
-from .executing import abandoned_outcome, execute, failed_outcome
+from .executing import abandoned_cancel_outcome, abandoned_outcome, execute, failed_outcome
 from .metrics import MetricsBatch
-from .outcomes import FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
+from .outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
 from .services import FailureRun, Services
 from .slots import Running, Slot, deadline_for
 from .wakeup import PostgresListener, SqliteWatcher, idle_wait, use_wal
@@ -43,6 +43,7 @@ OUTCOME_LOG_LEVELS = {
     RETRY: logging.WARNING,
     FAILED: logging.ERROR,
     RELEASE: logging.WARNING,
+    CANCELLED: logging.INFO,  # someone asked for it
 }
 INTERRUPT_GRACE = 1.0
 # Outcomes waiting for the writer thread beyond this many take up room in the
@@ -178,6 +179,7 @@ class Worker:
         # first jobs finish and show how long jobs take (see HOLD_SECONDS).
         self.reserve = 0  # under lock
         self.job_seconds: float | None = None  # running average of job times (under lock)
+        self.cancel_grace = later_settings.cancel_grace  # seconds a cancelled job has to stop
         partitions.start(self)  # refuses to start with a mismatched topic layout
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -202,7 +204,9 @@ class Worker:
         listener = None
         watcher = None
         if self.backend_vendor() == "postgresql":
-            listener = PostgresListener(self.using, self.namespace, self.wake)
+            listener = PostgresListener(
+                self.using, self.namespace, self.wake, on_cancel=services.look_for_cancels
+            )
             listener.start()
             # Outcomes are stored on a connection of their own, so the server writes
             # one batch's outcomes while the next batch is claimed. SQLite has one
@@ -232,13 +236,14 @@ class Worker:
             self.seconds = time.monotonic() - began
             logger.info(
                 "worker stopped id=%s claimed=%s succeeded=%s failed=%s retried=%s released=%s "
-                "fenced=%s seconds=%.1f",
+                "cancelled=%s fenced=%s seconds=%.1f",
                 self.id,
                 self.claimed_total,
                 self.counts[SUCCESS],
                 self.counts[FAILED],
                 self.counts[RETRY],
                 self.counts[RELEASE],
+                self.counts[CANCELLED],
                 self.counts["fenced"],
                 self.seconds,
             )
@@ -539,15 +544,15 @@ class Worker:
 
     def _until_a_check(self, longest: float) -> float:
         """Seconds the main loop may wait (at most ``longest``) before a running job's
-        timeout, its grace after the interrupt, or a held job's hand-back falls due, so
-        each is acted on at its time (under lock)."""
+        timeout, the end of its cancel's grace, its grace after the interrupt, or a held
+        job's hand-back falls due, so each is acted on at its time (under lock)."""
         now = time.monotonic()
         soonest = longest
         oldest_held = math.inf
         for running in self.running.values():
             if running.slot is None:
                 oldest_held = min(oldest_held, running.started)  # claimed, waiting for a slot
-            elif (at := running.timeout_step_at(INTERRUPT_GRACE)) is not None:
+            elif (at := running.step_at(INTERRUPT_GRACE, self.cancel_grace)) is not None:
                 soonest = min(soonest, at - now)
         if oldest_held < math.inf:
             at = max(oldest_held + HELD_TOO_LONG, self.held_checked_at + HELD_CHECK_EVERY)
@@ -555,21 +560,33 @@ class Worker:
         return max(soonest, CHECK_SLACK)
 
     def _check_timeouts(self) -> None:
+        """Interrupt jobs past their timeout or their cancel's grace; abandon those that
+        did not stop within INTERRUPT_GRACE of the interrupt."""
         now = time.monotonic()
+        grace = self.cancel_grace
         with self.lock:
             due = [
                 r
                 for r in self.running.values()
-                if (at := r.timeout_step_at(INTERRUPT_GRACE)) is not None and now > at
+                if (at := r.step_at(INTERRUPT_GRACE, grace)) is not None and now > at
             ]
         for running in due:
             if running.interrupted_at is None:
                 assert running.slot is not None  # a step is due only for a started job
-                logger.warning(
-                    "job id=%s exceeded its timeout; interrupting it", running.item.job_id
-                )
+                cancel_at = running.cancel_due_at(grace)
+                if cancel_at is not None and now > cancel_at:
+                    running.interrupted_for = InterruptedByCancel
+                    logger.warning(
+                        "job id=%s was cancelled and did not stop within %ss; interrupting it",
+                        running.item.job_id,
+                        grace,
+                    )
+                else:
+                    logger.warning(
+                        "job id=%s exceeded its timeout; interrupting it", running.item.job_id
+                    )
                 running.interrupted_at = now
-                running.slot.interrupt()
+                running.slot.interrupt(running.interrupted_for)
             else:
                 self._abandon(running)
 
@@ -580,6 +597,17 @@ class Worker:
                 return
         assert running.slot is not None
         running.slot.abandoned = True
+        if running.interrupted_for is InterruptedByCancel:
+            logger.error(
+                "job id=%s did not stop within %ss of its interrupt after its cancel; its "
+                "thread is abandoned",
+                running.item.job_id,
+                INTERRUPT_GRACE,
+            )
+            with self.lock:
+                self._emit(abandoned_cancel_outcome(running.item, self.id))
+            self._add_slot(len(self.slots))
+            return
         record = running.item.record
         timeout = record.timeout if record else None
         logger.error(

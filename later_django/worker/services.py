@@ -2,7 +2,9 @@
 
 Leases are renewed every ``LATER_HEARTBEAT_INTERVAL``, or every third of the
 backend's ``lease_seconds`` when that is shorter, so no lease lapses while its
-worker is alive.
+worker is alive. Each heartbeat also looks for cancels of the jobs the worker
+holds (``cancels.deliver``); on PostgreSQL a ``later_cancel`` notification
+pokes the heartbeat thread to look at once.
 
 Both are safe to stop twice or before they start. A duty that fails is logged
 and tried again at its next turn; it never stops the worker.
@@ -23,9 +25,10 @@ from django.utils import timezone
 from .. import counts
 from ..conf import later_settings
 from ..db import is_transient, limit_idle_transactions, retrying
+from ..log import upkeep as log_upkeep
 from ..schedules import ticking as schedules
 from ..topics import runtime as partitions
-from . import leases, maintenance
+from . import cancels, leases, maintenance
 
 if TYPE_CHECKING:
     from .runner import Worker
@@ -84,6 +87,7 @@ class Periodic(threading.Thread):
         self.using = using
         self.idle_limit = idle_limit
         self.stopping = threading.Event()
+        self.poked = threading.Event()  # run the next tick now
 
     def run(self) -> None:
         failures = FailureRun(logger)
@@ -102,12 +106,18 @@ class Periodic(threading.Thread):
                 else:
                     if count := failures.ended():
                         logger.warning("%s works again after %s failures", self.name, count)
-                self.stopping.wait(self.interval())
+                self.poked.wait(self.interval())
+                self.poked.clear()
         finally:
             connections[self.using].close()
 
+    def poke(self) -> None:
+        """Run the next tick at once rather than at the end of the interval."""
+        self.poked.set()
+
     def stop(self) -> None:
         self.stopping.set()
+        self.poked.set()
         if self.is_alive():
             self.join(timeout=10)
 
@@ -118,6 +128,7 @@ class Services:
         self.threads: list[Periodic] = []
         self.last: dict[str, float] = {}
         self.next_schedule_at: float | None = None  # monotonic; set by the maintenance thread
+        self.log_after: tuple[str, int] | None = None  # where the last log upkeep turn stopped
 
     def start(self) -> None:
         if self.threads:
@@ -168,6 +179,7 @@ class Services:
             using=w.using,
         )
         partitions.heartbeat(w)  # leases of the partition heads this worker is running
+        cancels.deliver(w, w.cancel_grace)  # flags the jobs whose cancel was requested
         retrying(
             lambda: leases.heartbeat(
                 w.namespace,
@@ -183,6 +195,11 @@ class Services:
         if w.config.health_file:
             # Only after the row is written: a fresh file means the database took the beat.
             Path(w.config.health_file).touch()
+
+    def look_for_cancels(self) -> None:
+        """Have the heartbeat thread look for cancel requests now (a NOTIFY arrived)."""
+        if self.threads:
+            self.threads[0].poke()
 
     def maintenance_wait(self) -> float:
         """Seconds until the next maintenance turn: the poll interval (at most 1 s), or
@@ -233,6 +250,8 @@ class Services:
             self.reconcile()
         if self.due("sweep", later_settings.sweep_interval):
             self.sweep()
+        if w.backend.later.log_upkeep and self.due("log upkeep", later_settings.sweep_interval):
+            self.keep_log()
         interval = later_settings.vacuum_interval
         if interval is not None and self.due("vacuum", interval):
             from ..storage import Storage
@@ -260,6 +279,31 @@ class Services:
             )
             return
         logger.debug("stage counts reconciled namespace=%s counts=%s", w.namespace, counts)
+
+    def keep_log(self) -> None:
+        """One bounded turn of retained-log compaction and cleanup; the next one runs at the
+        next maintenance turn rather than the next sweep interval while work is left."""
+        w = self.worker
+        turn = retrying(
+            lambda: log_upkeep.keep(
+                w.backend,
+                w.backend.later.log_upkeep,
+                self.log_after,
+                batch=later_settings.sweep_batch,
+            ),
+            what="log upkeep",
+            using=w.using,
+        )
+        self.log_after = turn.after
+        if turn.more:
+            self.last.pop("log upkeep", None)
+        if turn.compacted or turn.cleaned:
+            logger.info(
+                "retained log kept namespace=%s compacted=%s cleaned=%s",
+                w.namespace,
+                turn.compacted,
+                turn.cleaned,
+            )
 
     def sweep(self) -> None:
         from ..storage import Storage

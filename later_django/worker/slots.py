@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import queue
@@ -10,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..exceptions import InterruptedByTimeout, LaterError
+from ..exceptions import InterruptedByCancel, InterruptedByTimeout, LaterError
 from .claiming import Claimed
 from .outcomes import Outcome
 
@@ -24,16 +25,23 @@ class Running:
     started: float = 0.0
     deadline: float | None = None
     interrupted_at: float | None = None
+    cancel_seen_at: float | None = None  # when a cancel of the job reached this worker
+    interrupted_for: type[BaseException] = InterruptedByTimeout
 
-    def timeout_step_at(self, grace: float) -> float | None:
-        """When the worker next acts on this job's timeout: at the deadline it interrupts
-        the job, ``grace`` seconds after the interrupt it abandons the thread. None for a
-        job without a timeout or not started yet."""
-        if self.slot is None or self.deadline is None:
+    def cancel_due_at(self, cancel_grace: float) -> float | None:
+        """When a cancelled job's grace runs out; None for a job with no cancel."""
+        return None if self.cancel_seen_at is None else self.cancel_seen_at + cancel_grace
+
+    def step_at(self, grace: float, cancel_grace: float) -> float | None:
+        """When the worker next acts on this job: at its timeout's deadline, or when the
+        grace of its cancel runs out, it interrupts the job; ``grace`` seconds after the
+        interrupt it abandons the thread. None for a job with neither, or not started."""
+        if self.slot is None:
             return None
-        if self.interrupted_at is None:
-            return self.deadline
-        return self.interrupted_at + grace
+        if self.interrupted_at is not None:
+            return self.interrupted_at + grace
+        steps = [at for at in (self.deadline, self.cancel_due_at(cancel_grace)) if at is not None]
+        return min(steps, default=None)
 
 
 class Slot(threading.Thread):
@@ -53,6 +61,8 @@ class Slot(threading.Thread):
         self.abandoned = False
         self.current: Claimed | None = None
         self.in_task = False
+        self.running_loop: tuple | None = None  # (loop, asyncio task) of an async task
+        self.cancel_interrupted = False
 
     def run(self) -> None:
         from django.db import connection
@@ -63,17 +73,29 @@ class Slot(threading.Thread):
                 if item is None:
                     return
                 self.current = item
+                self.cancel_interrupted = False
                 outcome = self._run(item)
                 self.current = None
                 self._done(self, item, outcome)
         finally:
             connection.close()
 
-    def interrupt(self) -> None:
-        """Raise InterruptedByTimeout inside this thread at its next Python instruction."""
+    def interrupt(self, kind: type[BaseException] = InterruptedByTimeout) -> None:
+        """Raise ``kind`` inside this thread at its next Python instruction.
+
+        A cancelled async task has its asyncio task cancelled instead, which
+        reaches it even while its event loop waits.
+        """
+        running_loop = self.running_loop
+        if kind is InterruptedByCancel and running_loop is not None:
+            loop, task = running_loop
+            self.cancel_interrupted = True
+            with contextlib.suppress(RuntimeError):  # the loop closed: the task has ended
+                loop.call_soon_threadsafe(task.cancel)
+            return
         if self.ident is not None and self.in_task:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(self.ident), ctypes.py_object(InterruptedByTimeout)
+                ctypes.c_ulong(self.ident), ctypes.py_object(kind)
             )
 
 

@@ -1,7 +1,9 @@
 """Waking an idle worker as soon as new work commits.
 
 PostgreSQL: a thread LISTENs on the ``later_delivery`` channel (see migration
-0003) over its own connection and sets the worker's wake event. When NOTIFY
+0003) over its own connection and sets the worker's wake event; on
+``later_cancel`` (a running job's cancel was requested) it calls
+``on_cancel``, so the worker looks for cancels at once. When NOTIFY
 can't arrive (behind a transaction-pooling proxy, or a lost connection) the
 worker still polls. SQLite: the idle loop watches ``PRAGMA data_version``,
 which changes whenever another connection commits to the file.
@@ -12,20 +14,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from django.db import connections
 
-from ..db import NOTIFY_CHANNEL
+from ..db import CANCEL_CHANNEL, NOTIFY_CHANNEL
 
 logger = logging.getLogger(__name__)
 
 
 class PostgresListener(threading.Thread):
-    def __init__(self, using: str, namespace: str, wake: threading.Event) -> None:
+    def __init__(
+        self,
+        using: str,
+        namespace: str,
+        wake: threading.Event,
+        on_cancel: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(name="later-listen", daemon=True)
         self.using = using
         self.namespace = namespace
         self.wake = wake
+        self.on_cancel = on_cancel
         self.stopping = threading.Event()
 
     def stop(self) -> None:
@@ -44,11 +54,17 @@ class PostgresListener(threading.Thread):
             try:
                 with psycopg.connect(**params, autocommit=True) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    conn.execute(f"LISTEN {CANCEL_CHANNEL}")
                     pause = 0.1
                     self.wake.set()  # catch up on anything committed while not listening
                     while not self.stopping.is_set():
                         for note in conn.notifies(timeout=0.5):
-                            if note.payload == self.namespace:
+                            if note.payload != self.namespace:
+                                continue
+                            if note.channel == CANCEL_CHANNEL:
+                                if self.on_cancel is not None:
+                                    self.on_cancel()
+                            else:
                                 self.wake.set()
             except psycopg.Error as e:
                 logger.warning("LISTEN connection lost error=%s; polling until it is back", e)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
+import msgpack
+from croniter import croniter
+
 from later_django.models import (
     JobIndexRow,
     JobTransitionMetric,
@@ -17,9 +20,11 @@ from later_django.models import (
     PartitionLease,
     PartitionSequence,
     QueueSample,
+    Schedule,
     Topic,
     Worker,
 )
+from later_django.records import new_job_id
 
 
 def fill(namespace: str, now: datetime) -> None:
@@ -85,73 +90,97 @@ def fill(namespace: str, now: datetime) -> None:
     _topic(namespace, now)
 
 
+# Heads of the demo topics: partition -> (head stage, task, queue, since, available_at,
+# jobs queued, lease). ``since`` is when the head entered its stage; a lease is
+# (owner, epoch, expiry).
+WEB_1 = ("web-1:4100:000000", 4, 25)  # live
+BATCH_1 = ("batch-1:4102:000002", 7, -360)  # expired six minutes ago: its worker died
+HEADS: dict[str, dict[int, tuple]] = {
+    "orders": {
+        0: ("running", "shop.tasks.fulfil_order", "default", -2, 0, 3, WEB_1),
+        1: ("delayed", "shop.tasks.fulfil_order", "default", -300, 1200, 5, None),
+        2: ("requeued", "shop.tasks.charge_card", "default", -1080, 420, 42, None),
+        3: ("waiting", "shop.tasks.ship_order", "default", -60, 365 * 86400, 1, None),
+        5: ("running", "shop.tasks.fulfil_order", "default", -900, -360, 12, BATCH_1),
+        6: ("enqueued", "shop.tasks.export_invoice", "reports", -2820, -2820, 4, None),
+    },
+    "payments": {
+        1: ("requeued", "billing.tasks.capture_payment", "default", -240, 1560, 7, None),
+    },
+}
+
+
 def _topic(namespace: str, now: datetime) -> None:
-    Topic.objects.update_or_create(
-        namespace=namespace,
-        name="orders",
-        defaults={"partition_count": 8, "created_at": now - timedelta(days=3)},
-    )
-    heads = {
-        0: ("running", now, 3),
-        1: ("delayed", now + timedelta(minutes=20), 5),
-        2: ("requeued", now + timedelta(seconds=40), 2),
-        3: ("waiting", now + timedelta(days=365), 1),
-        5: ("enqueued", now, 12),
-    }
-    for partition, (stage, available_at, queued) in heads.items():
-        for sequence in range(1, queued + 1):
-            head = sequence == 1
-            job_id = f"01jdemo{partition:02d}{sequence:017d}"
-            JobIndexRow.objects.create(
-                namespace=namespace,
-                job_id=job_id,
-                task_path="shop.tasks.fulfil_order",
-                queue_name="default",
-                stage=stage if head else "enqueued",
-                attempts=2 if head and stage == "requeued" else 0,
-                enqueued_at=now - timedelta(minutes=queued - sequence + 1),
-                run_at=available_at if head else None,
-                transitioned_at=now - timedelta(seconds=partition),
-                topic="orders",
-                partition=partition,
-                sequence=sequence,
-                parent_job_id="01jdemoparent0000000000000" if stage == "waiting" else None,
-            )
-            PartitionJob.objects.create(
-                namespace=namespace,
-                topic="orders",
-                partition=partition,
-                sequence=sequence,
-                job_id=job_id,
-                available_at=available_at if head else now,
-            )
-        PartitionHead.objects.create(
+    for name, count in (("orders", 8), ("payments", 4)):
+        Topic.objects.update_or_create(
             namespace=namespace,
-            topic="orders",
+            name=name,
+            defaults={"partition_count": count, "created_at": now - timedelta(days=3)},
+        )
+    for topic, heads in HEADS.items():
+        for partition, (stage, task, queue, since, available, queued, lease) in heads.items():
+            head = _partition(namespace, now, topic, partition, stage, task, queue, queued)
+            at = now + timedelta(seconds=available)
+            JobIndexRow.objects.filter(job_id=head).update(
+                transitioned_at=now + timedelta(seconds=since),
+                run_at=at,
+                attempts=3 if stage == "requeued" else 1 if stage == "running" else 0,
+                worker_id=lease[0] if lease else None,
+            )
+            PartitionJob.objects.filter(job_id=head).update(available_at=at)
+            PartitionHead.objects.create(
+                namespace=namespace,
+                topic=topic,
+                partition=partition,
+                sequence=1,
+                job_id=head,
+                available_at=at,
+            )
+            PartitionSequence.objects.create(
+                namespace=namespace, topic=topic, partition=partition, next_sequence=queued + 1
+            )
+            if lease:
+                PartitionLease.objects.create(
+                    namespace=namespace,
+                    topic=topic,
+                    partition=partition,
+                    owner=lease[0],
+                    epoch=lease[1],
+                    expires_at=now + timedelta(seconds=lease[2]),
+                )
+    _log(namespace, now)
+
+
+def _partition(namespace, now, topic, partition, stage, task, queue, queued) -> str:
+    """Queue ``queued`` jobs in a partition; return the head's id."""
+    ids = [new_job_id() for _ in range(queued)]
+    for sequence, job_id in enumerate(ids, start=1):
+        head = sequence == 1
+        JobIndexRow.objects.create(
+            namespace=namespace,
+            job_id=job_id,
+            task_path=task,
+            queue_name=queue,
+            stage=stage if head else "enqueued",
+            enqueued_at=now - timedelta(minutes=3 * (queued - sequence + 1)),
+            transitioned_at=now - timedelta(minutes=queued - sequence + 1),
+            topic=topic,
             partition=partition,
-            sequence=1,
-            job_id=f"01jdemo{partition:02d}{1:017d}",
-            available_at=available_at,
+            sequence=sequence,
+            parent_job_id=new_job_id() if head and stage == "waiting" else None,
         )
-        PartitionSequence.objects.create(
-            namespace=namespace, topic="orders", partition=partition, next_sequence=queued + 1
+        PartitionJob.objects.create(
+            namespace=namespace,
+            topic=topic,
+            partition=partition,
+            sequence=sequence,
+            job_id=job_id,
+            available_at=now,
         )
-    PartitionLease.objects.create(
-        namespace=namespace,
-        topic="orders",
-        partition=0,
-        owner="web-1:4100:000000",
-        epoch=4,
-        expires_at=now + timedelta(seconds=25),
-    )
-    PartitionLease.objects.create(
-        namespace=namespace,
-        topic="orders",
-        partition=5,
-        owner="batch-1:4102:000002",
-        epoch=2,
-        expires_at=now - timedelta(seconds=50),
-    )
+    return ids[0]
+
+
+def _log(namespace: str, now: datetime) -> None:
     LogPartition.objects.create(namespace=namespace, topic="orders", partition=0, next_offset=1840)
     LogPartition.objects.create(namespace=namespace, topic="orders", partition=1, next_offset=1795)
     for group, offsets in (("billing", (1840, 1702)), ("analytics", (1200, 1795))):
@@ -173,3 +202,91 @@ def _topic(namespace: str, now: datetime) -> None:
                 epoch=3,
                 expires_at=now + timedelta(seconds=20),
             )
+
+
+# identifier -> (cron, task, kwargs, sequential, paused, the stage of its last occurrence's job)
+SCHEDULES = {
+    "nightly-sales-report": (
+        "0 2 * * *",
+        "reports.tasks.build_sales_report",
+        {"region": "eu", "format": "xlsx"},
+        False,
+        False,
+        "success",
+    ),
+    "stock-sync": (
+        "*/15 * * * *",
+        "warehouse.tasks.sync_stock",
+        {"warehouse": "rotterdam"},
+        False,
+        False,
+        "success",
+    ),
+    # Sequential and due: its last occurrence still runs, so the next one waits.
+    "invoice-run": (
+        "0 * * * *",
+        "billing.tasks.issue_invoices",
+        {"batch_size": 500},
+        True,
+        False,
+        "running",
+    ),
+    "abandoned-carts": (
+        "*/30 * * * *",
+        "marketing.tasks.remind_abandoned_carts",
+        {"older_than_hours": 4},
+        False,
+        False,
+        "failed",
+    ),
+    "weekly-digest": (
+        "0 8 * * 1",
+        "marketing.tasks.send_weekly_digest",
+        {},
+        False,
+        True,
+        "success",
+    ),
+}
+
+
+def schedules(namespace: str, now: datetime) -> None:
+    """Schedules in every state but overdue, each with the job its last occurrence enqueued,
+    their times where their cron strings put them."""
+    for identifier, (cron, task, kwargs, sequential, paused, stage) in SCHEDULES.items():
+        times = croniter(cron, now)
+        next_run = times.get_next(datetime)
+        times = croniter(cron, now)
+        last_run = times.get_prev(datetime)
+        if sequential:  # due now, held back by the occurrence before
+            next_run, last_run = last_run, times.get_prev(datetime)
+        job_id = new_job_id()
+        JobIndexRow.objects.create(
+            namespace=namespace,
+            job_id=job_id,
+            task_path=task,
+            queue_name="default",
+            stage=stage,
+            attempts=1,
+            enqueued_at=last_run,
+            started_at=last_run,
+            transitioned_at=last_run + timedelta(seconds=40),
+        )
+        Schedule.objects.create(
+            namespace=namespace,
+            identifier=identifier,
+            cron=cron,
+            time_zone="UTC",
+            task_path=task,
+            payload=msgpack.packb(
+                {"args": [], "kwargs": kwargs, "queue_name": "default", "priority": 0}
+            ),
+            sequential=sequential,
+            paused=paused,
+            origin="code" if identifier == "stock-sync" else "settings",
+            next_run_at=next_run,
+            last_run_at=last_run,
+            last_job_id=job_id,
+            created_at=now - timedelta(days=30),
+            updated_at=now - timedelta(days=2),
+        )

@@ -1,12 +1,15 @@
 """Retry, cancel and delete: confirmed POSTs with CSRF that go through the engine."""
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from later_django.jobs import get_job
-from later_django.models import DeliveryCommand, JobIndexRow
+from later_django.models import DeliveryCommand, JobExecution, JobIndexRow
 
 from .conftest import NAMESPACE, store_record
 
@@ -149,3 +152,56 @@ def test_bulk_never_redirects_off_the_dashboard(operator_client, failed):
         },
     )
     assert response["Location"] == reverse("admin:later_dashboard_jobs", args=["failed"])
+
+
+@pytest.fixture
+def running(make_job):
+    """A running job whose worker's lease is live."""
+    row = make_job("running", attempts=1)
+    store_record(row, stage="running")
+    JobExecution.objects.create(
+        namespace=NAMESPACE,
+        job_id=row.job_id,
+        owner="worker-1",
+        epoch=1,
+        started_at=timezone.now(),
+        lease_expires_at=timezone.now() + timedelta(minutes=5),
+    )
+    return row
+
+
+def test_a_running_job_offers_cancel_and_its_confirmation_says_it_is_asked_to_stop(
+    operator_client, running
+):
+    page = operator_client.get(reverse("admin:later_dashboard_job", args=[running.job_id]))
+    assert 'class="button later-action-cancel"' in page.content.decode()
+    confirm = operator_client.get(action_url(running.job_id, "cancel")).content.decode()
+    sees = "a running one is asked to stop: its task sees <code>context.cancel_requested</code>"
+    assert sees in confirm
+    assert "interrupted if it runs on 10 s after its worker hears of the cancel" in confirm
+
+
+def test_cancelling_a_running_job_asks_it_to_stop_and_the_page_says_so(operator_client, running):
+    response = operator_client.post(
+        action_url(running.job_id, "cancel"), {"reason": "wrong warehouse"}
+    )
+    assert stage_of(running.job_id) == "running"
+    [message] = messages_of(response)
+    assert message.startswith(f"Job {running.job_id}: cancel requested. The running job was asked")
+    row = JobIndexRow.objects.get(job_id=running.job_id)
+    assert row.cancel_requested_at is not None
+    html = operator_client.get(response["Location"]).content.decode()
+    assert 'id="later-stopping"' in html
+    assert 'id="later-cancel-requested"' in html
+    assert "wrong warehouse" in html
+    assert "later-action-cancel" not in html  # asked already
+
+
+def test_bulk_cancel_of_running_jobs_counts_those_asked_to_stop(operator_client, running, make_job):
+    url = reverse("admin:later_dashboard_bulk", args=["running"])
+    response = operator_client.post(
+        url, {"action": "cancel", "job_id": [running.job_id], "confirmed": "yes"}
+    )
+    [message] = messages_of(response)
+    assert message.startswith("The running job was asked to stop")
+    assert JobIndexRow.objects.get(job_id=running.job_id).cancel_requested_at is not None

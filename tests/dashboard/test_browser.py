@@ -121,6 +121,38 @@ def test_an_operator_finds_a_failed_job_and_retries_it(page, live_server, run_bu
     assert len(get_job(failing.id, namespace=NAMESPACE).errors) == 2
 
 
+def test_an_operator_cancels_a_running_job_and_its_task_stops(page, live_server, start_worker):
+    from later_django.models import JobIndexRow
+    from tests import tasks as worker_tasks
+    from tests.conftest import wait_for
+    from tests.models import Execution
+
+    user("operator", staff=True, codenames=("view_jobindexrow", "change_jobindexrow"))
+    running = worker_tasks.stops_when_cancelled.enqueue("browser-cancel")
+    start_worker()
+    wait_for(lambda: Execution.objects.filter(kind="browser-cancel:start").exists())
+
+    log_in(page, live_server, "operator")
+    page.goto(f"{live_server.url}/admin/later/dashboard/jobs/running/")
+    page.click(f'a[href^="/admin/later/dashboard/job/{running.id}/"]')
+    assert "running" in page.inner_text(".later-facts")
+    page.click(".later-action-cancel")
+    assert "a running one is asked to stop" in page.inner_text("#content")
+    page.fill("#later-reason", "customer <b>changed</b> the order")
+    page.click('input[type=submit][value="Yes, cancel"]')
+    assert f"Job {running.id}: cancel requested." in page.inner_text(".messagelist")
+    assert "cancel requested" in page.inner_text("#later-stopping")
+    assert page.locator(".later-action-cancel").count() == 0
+
+    wait_for(lambda: JobIndexRow.objects.get(job_id=running.id).stage == "cancelled")
+    assert Execution.objects.filter(kind="browser-cancel:saw-cancel").count() == 1
+    page.reload()
+    assert "cancelled" in page.inner_text(".later-facts")
+    assert page.inner_text("#later-reason") == "customer <b>changed</b> the order"
+    assert page.locator("#later-stopping").count() == 0
+    assert "cancel requested" in page.inner_text("#content")  # in its history
+
+
 def test_a_viewer_finds_which_schedule_no_worker_fires(page, live_server):
     later_django.schedule("nightly", "0 3 * * *", tasks.echo, {"report": "sales"})
     later_django.schedule("hourly", "0 * * * *", tasks.echo, {"report": "stock"})
@@ -276,8 +308,8 @@ def test_people_without_access_see_nothing(page, live_server, make_job):
     reason="set LATER_DASHBOARD_SCREENSHOTS=<directory> to save screenshots of each page",
 )
 def test_screenshots_of_every_page(page, live_server, run_burst):
-    from later_django.schedules.ticking import run_due
-    from later_django.tasks_api import default_task_backend
+    from later_django.cancelling import cancel_by_id
+    from later_django.worker.claiming import claim
 
     from . import demo
 
@@ -291,18 +323,13 @@ def test_screenshots_of_every_page(page, live_server, run_burst):
     failing = tasks.explode.enqueue("card declined for order 1042")
     for i in range(6):
         tasks.echo.enqueue({"order": 1040 + i})
-    later_django.schedule("nightly-report", "0 2 * * *", tasks.echo, {"report": "sales"})
-    later_django.schedule("stock-sync", "*/15 * * * *", tasks.echo, {"sync": "stock"})
-    later_django.schedule("invoices", "0 * * * *", tasks.echo, {"run": "invoices"}, sequential=True)
-    later_django.schedule("weekly-digest", "0 8 * * 1", tasks.echo, {"digest": "weekly"})
-    later_django.pause_schedule("weekly-digest")
-    Schedule.objects.filter(identifier="stock-sync").update(next_run_at=timezone.now())
-    run_due(default_task_backend)  # stock-sync fires: its job runs in the burst below
     run_burst()
-    Schedule.objects.filter(identifier="invoices").update(
-        next_run_at=timezone.now() - timedelta(minutes=40)
-    )
+    # A long export that someone cancels while it runs: its worker holds the lease.
+    export = tasks.echo.enqueue({"export": "orders-2026-q3.csv"})
+    claim(NAMESPACE, "web-2:4101:00a3f1", queues=None, free=1, lease_seconds=300, using="default")
+    cancel_by_id(export.id, namespace=NAMESPACE, reason="Exported the wrong quarter.")
     demo.fill(NAMESPACE, timezone.now())
+    demo.schedules(NAMESPACE, timezone.now())
     log_in(page, live_server, "operator")
 
     def shoot(path: str, name: str) -> None:
@@ -315,6 +342,7 @@ def test_screenshots_of_every_page(page, live_server, run_burst):
     shoot("/admin/later/dashboard/jobs/success/", "jobs-success")
     shoot(f"/admin/later/dashboard/job/{failing.id}/", "job-failed")
     shoot(f"/admin/later/dashboard/job/{failing.id}/retry/", "confirm-retry")
+    shoot(f"/admin/later/dashboard/job/{export.id}/", "job-cancel-requested")
     shoot("/admin/later/dashboard/schedules/", "schedules")
     shoot("/admin/later/dashboard/triage/", "triage")
     shoot("/admin/later/dashboard/topics/", "topics")

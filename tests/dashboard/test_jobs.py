@@ -159,7 +159,7 @@ def test_operators_get_checkboxes_and_the_stage_s_actions(operator_client, viewe
     assert re.search(r'<input type="checkbox" name="job_id"', response.content.decode())
     assert viewer_client.get(FAILED).context["actions"] == []
     running = operator_client.get(reverse("admin:later_dashboard_jobs", args=["running"]))
-    assert running.context["actions"] == []
+    assert running.context["actions"] == ["cancel"]  # a running job is asked to stop
 
 
 def test_a_full_page_links_to_the_next_one(viewer_client, make_job, monkeypatch):

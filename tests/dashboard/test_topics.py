@@ -1,5 +1,6 @@
 """Topics: per-partition head, lag, lease, and why a partition is blocked."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -8,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from later_django.dashboard import topics as topic_reads
+from later_django.log.compaction import checkpoint_key
 from later_django.models import (
     LogConsumerLease,
     LogConsumerOffset,
@@ -17,6 +19,9 @@ from later_django.models import (
     PartitionLease,
     Topic,
 )
+from later_django.options import LogPolicy
+from later_django.storage import Storage
+from later_django.tasks_api import task_backends
 
 from .conftest import NAMESPACE
 
@@ -210,3 +215,49 @@ def test_consumer_groups_show_committed_offsets_and_lag(viewer_client):
     assert [(g.group, g.committed, g.end, g.lag, g.owner, g.live) for g in groups] == [
         ("billing", 100, 120, 20, "m-1", True)
     ]
+
+
+def test_a_topic_page_shows_each_log_partition_s_slowest_group_lag_and_compaction(
+    viewer_client, parcels, monkeypatch
+):
+    backend = task_backends["default"]
+    policy = LogPolicy(compact=True, retention_seconds=7 * 86400)
+    monkeypatch.setattr(backend, "later", replace(backend.later, log_upkeep={"parcels": policy}))
+    now = timezone.now()
+    LogPartition.objects.create(namespace=NAMESPACE, topic="parcels", partition=1, next_offset=500)
+    LogPartition.objects.create(namespace=NAMESPACE, topic="parcels", partition=3, next_offset=40)
+    for group, offset in (("billing", 480), ("audit", 350)):
+        LogConsumerOffset.objects.create(
+            namespace=NAMESPACE,
+            group=group,
+            topic="parcels",
+            partition=1,
+            next_offset=offset,
+            updated_at=now,
+        )
+    Storage(NAMESPACE).set(checkpoint_key("parcels", 1), b"350")
+    response = viewer_client.get(TOPIC)
+    rows = response.context["log_rows"]
+    assert [(r.partition, r.end, r.groups, r.boundary, r.lag, r.compacted_to) for r in rows] == [
+        (1, 500, 2, 350, 150, 350),
+        (3, 40, 0, None, None, 0),
+    ]
+    html = response.content.decode()
+    assert 'id="later-log"' in html
+    assert (
+        "Workers keep only the newest record of each key and delete records older than 7 days, "
+        "below the offset of the slowest group only."
+    ) in html
+    groups = response.context["groups"]
+    assert [(g.group, g.partition, g.committed, g.lag) for g in groups] == [
+        ("audit", 1, 350, 150),
+        ("billing", 1, 480, 20),
+    ]
+    assert 'id="later-topic-groups"' in html
+
+
+def test_a_topic_without_a_log_policy_says_its_records_are_kept(viewer_client, parcels):
+    html = viewer_client.get(TOPIC).content.decode()
+    assert "No upkeep policy: workers keep every record" in html
+    assert "No record appended to these partitions, and no group committed in them." in html
+    assert 'id="later-topic-groups"' not in html

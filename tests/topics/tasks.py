@@ -99,3 +99,13 @@ def long_first_run(context, key, seconds):
 @task(topic="events")
 def event(key, n):
     return n
+
+
+@task(topic="orders", takes_context=True)
+def ordered_stops_when_cancelled(context, key):
+    """An ordered job that runs until it is cancelled (a minute at most)."""
+    from tests.tasks import _until_cancelled
+
+    _record(f"cancellable:{key}:start", context.task_result.id)
+    stopped = _until_cancelled(context)
+    _record(f"cancellable:{key}", "stopped" if stopped else "ran to the end")

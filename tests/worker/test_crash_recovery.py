@@ -161,7 +161,7 @@ def test_a_worker_paused_past_its_lease_cannot_overwrite_the_outcome_of_its_succ
         assert code == 0, f"the {name} worker exited with {code}; its log:\n{worker.output()}"
 
     assert f"fenced: lease of job id={result.id} epoch=1 was taken over" in paused.output()
-    assert " succeeded=0 failed=0 retried=0 released=0 fenced=1 " in paused.output()
+    assert " succeeded=0 failed=0 retried=0 released=0 cancelled=0 fenced=1 " in paused.output()
     assert " succeeded=1 " in successor.output()
     result.refresh()
     assert result.status == TaskResultStatus.SUCCESSFUL

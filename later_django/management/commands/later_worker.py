@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from later_django.exceptions import LaterError
-from later_django.worker.outcomes import FAILED, RELEASE, RETRY, SUCCESS
+from later_django.worker.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS
 from later_django.worker.runner import DEFAULT_CONCURRENCY, Worker, WorkerConfig
 
 logger = logging.getLogger(__name__)
@@ -88,12 +88,14 @@ def console_logging(stream: TextIOBase, verbosity: int | None) -> Iterator[None]
 
 def summary(counts: Counter[str], seconds: float) -> str:
     """One line saying how many jobs ran and how they ended."""
-    ran = counts[SUCCESS] + counts[FAILED] + counts[RETRY]
+    ran = counts[SUCCESS] + counts[FAILED] + counts[RETRY] + counts[CANCELLED]
     endings = [
         f"{counts[SUCCESS]} succeeded",
         f"{counts[FAILED]} failed",
         f"{counts[RETRY]} retried",
     ]
+    if counts[CANCELLED]:
+        endings.append(f"{counts[CANCELLED]} cancelled")
     if counts[RELEASE]:
         endings.append(f"{counts[RELEASE]} released")
     if counts["fenced"]:
