@@ -26,9 +26,11 @@ from .tasks_api import (
     TASK_MIN_PRIORITY,
     BaseTaskBackend,
     InvalidTask,
+    InvalidTaskBackend,
     Task,
     TaskResult,
     TaskResultDoesNotExist,
+    task_backends,
     task_enqueued,
 )
 from .topics.enqueueing import insert_with_partitions, route_fields, validate_routing
@@ -347,3 +349,20 @@ class LaterBackend(BaseTaskBackend):
         if result is None:
             raise TaskResultDoesNotExist(result_id)
         return result
+
+
+def later_backend_named(alias: str, *, needed_by: str) -> LaterBackend:
+    """The Later backend of a TASKS alias; InvalidArgument for any other alias.
+
+    ``needed_by`` finishes the sentence of the error, e.g. "cancel() needs".
+    """
+    try:
+        backend = task_backends[alias]
+    except InvalidTaskBackend as e:
+        raise InvalidArgument(f"backend is {alias!r}, which is not a TASKS alias.") from e
+    if not isinstance(backend, LaterBackend):
+        raise InvalidArgument(
+            f"backend is {alias!r}, a {type(backend).__name__}; {needed_by} a backend whose "
+            "BACKEND is 'later_django.backend.LaterBackend'."
+        )
+    return backend

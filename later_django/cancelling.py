@@ -20,13 +20,13 @@ from __future__ import annotations
 from django.utils import timezone
 
 from . import jobs
-from .backend import LaterBackend
+from .backend import later_backend_named
 from .db import CANCEL_CHANNEL, from_db, is_postgres, to_db, write_transaction
 from .exceptions import InvalidArgument, InvalidTransition, JobNotFound
 from .records import to_micros
 from .results import load_record
 from .states import CANCELLABLE, PENDING, Stage
-from .tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, TaskResult, task_backends
+from .tasks_api import DEFAULT_TASK_BACKEND_ALIAS, TaskResult
 from .topics.completion import PARTITION, advance
 
 REASON_LENGTH = 2000
@@ -49,7 +49,7 @@ def cancel(
     Asking again while it runs changes nothing. Raises JobNotFound for an
     unknown (or expired) id and InvalidTransition for a finished job.
     """
-    later = _later_backend(backend)
+    later = later_backend_named(backend, needed_by="cancel() needs")
     job_id = _job_id(result_id)
     if reason is not None and (not isinstance(reason, str) or len(reason) > REASON_LENGTH):
         raise InvalidArgument(
@@ -96,19 +96,6 @@ def cancel_by_id(job_id: str, *, namespace: str, reason: str) -> Stage:
         if requested_at is None:
             _request(cursor, namespace, job_id, reason, now, using)
         return Stage.RUNNING
-
-
-def _later_backend(alias: str) -> LaterBackend:
-    try:
-        backend = task_backends[alias]
-    except InvalidTaskBackend as e:
-        raise InvalidArgument(f"backend is {alias!r}, which is not a TASKS alias.") from e
-    if not isinstance(backend, LaterBackend):
-        raise InvalidArgument(
-            f"backend is {alias!r}, a {type(backend).__name__}; cancel() needs a backend whose "
-            "BACKEND is 'later_django.backend.LaterBackend'."
-        )
-    return backend
 
 
 def _job_id(value: object) -> str:

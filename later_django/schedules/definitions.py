@@ -16,7 +16,7 @@ from ..exceptions import InvalidArgument, LaterError, SerializationError
 from ..options import validate_name
 from ..records import check_arguments, pack
 from ..results import resolve_task
-from ..tasks_api import InvalidTask, InvalidTaskBackend, Task, task_backends
+from ..tasks_api import InvalidTask, Task
 from .cron import check_cron
 
 if TYPE_CHECKING:
@@ -51,18 +51,9 @@ class Definition:
 
 def later_backend(alias: str) -> LaterBackend:
     """The Later backend of a TASKS alias; InvalidArgument for any other backend."""
-    from ..backend import LaterBackend
+    from ..backend import later_backend_named
 
-    try:
-        backend = task_backends[alias]
-    except InvalidTaskBackend as e:
-        raise InvalidArgument(f"backend is {alias!r}, which is not a TASKS alias.") from e
-    if not isinstance(backend, LaterBackend):
-        raise InvalidArgument(
-            f"backend is {alias!r}, a {type(backend).__name__}; schedules need a backend whose "
-            "BACKEND is 'later_django.backend.LaterBackend'."
-        )
-    return backend
+    return later_backend_named(alias, needed_by="schedules need")
 
 
 def _task(task: Any, field: str, alias: str | None) -> Task:
