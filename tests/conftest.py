@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -162,6 +163,38 @@ def seconds_while_locked(rows: list[QuerySet], action: Callable[[], object]) -> 
     finally:
         release.set()
         holder.join()
+
+
+def holds_a_transaction() -> bool:
+    """Whether another connection is inside a write transaction on the test database."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%%'"
+            )
+            return cursor.fetchone()[0] > 0
+    probe = sqlite3.connect(connection.settings_dict["NAME"], timeout=0)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        probe.close()
+
+
+def pause_outside_a_transaction(worker) -> None:
+    """SIGSTOP a worker, but never while it holds locks others would wait for."""
+    for _ in range(50):
+        worker.signal(signal.SIGSTOP)
+        time.sleep(0.02)
+        if not holds_a_transaction():
+            return
+        worker.signal(signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError("the worker was always inside a transaction")
 
 
 def stop_inside_a_transaction(

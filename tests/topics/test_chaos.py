@@ -10,7 +10,7 @@ from django.db import connection
 
 from later_django.models import JobIndexRow, PartitionHead, PartitionJob, PartitionLease
 from later_django.results import load_record
-from tests.conftest import stop_inside_a_transaction, wait_for
+from tests.conftest import pause_outside_a_transaction, stop_inside_a_transaction, wait_for
 from tests.models import Execution
 from tests.topics import tasks
 
@@ -60,7 +60,9 @@ def test_a_paused_worker_whose_partition_was_taken_over_cannot_complete_its_head
     after = [tasks.step.using(partition_key=key).enqueue(key, n) for n in (1, 2)]
     paused = start_worker("--concurrency", "2")
     wait_for(lambda: Execution.objects.filter(kind=f"begun:{key}").exists(), timeout=30)
-    paused.signal(signal.SIGSTOP)
+    # On SQLite a worker stopped in a write transaction would hold the one write lock
+    # and stall the taker until it woke (docs/worker.md): stop it between transactions.
+    pause_outside_a_transaction(paused)
     try:
         taker = start_worker("--concurrency", "2")
         wait_for(lambda: Execution.objects.filter(kind=f"step:{key}").count() == 2, timeout=60)

@@ -1,19 +1,17 @@
 """Workers that die: SIGKILL mid-job, leases that lapse and renew, repeated losses."""
 
 import signal
-import sqlite3
 import subprocess
 import time
 
 import pytest
-from django.db import connection
 
 from later_django.models import JobIndexRow, StorageValue
 from later_django.records import JobRecord
 from later_django.tasks_api import TaskResultStatus
 from later_django.worker.claiming import LOST_ATTEMPTS_LIMIT, claim
 from tests import tasks
-from tests.conftest import wait_for
+from tests.conftest import pause_outside_a_transaction, wait_for
 from tests.db_state import index_stage_counts, stage_counts
 from tests.models import Execution
 from tests.worker.in_process import run_burst_in_process
@@ -100,38 +98,6 @@ def test_a_job_abandoned_by_too_many_workers_fails_instead_of_running_again():
         f"Job {result.id!r} was abandoned by {LOST_ATTEMPTS_LIMIT + 1} workers that stopped while "
         f"running it; after {LOST_ATTEMPTS_LIMIT} such losses it is failed rather than retried."
     ) in error.traceback
-
-
-def holds_a_transaction() -> bool:
-    """Whether another connection is inside a write transaction on the test database."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%%'"
-            )
-            return cursor.fetchone()[0] > 0
-    probe = sqlite3.connect(connection.settings_dict["NAME"], timeout=0)
-    try:
-        probe.execute("BEGIN IMMEDIATE")
-        probe.execute("ROLLBACK")
-        return False
-    except sqlite3.OperationalError:
-        return True
-    finally:
-        probe.close()
-
-
-def pause_outside_a_transaction(worker) -> None:
-    """SIGSTOP a worker, but never while it holds locks others would wait for."""
-    for _ in range(50):
-        worker.signal(signal.SIGSTOP)
-        time.sleep(0.02)
-        if not holds_a_transaction():
-            return
-        worker.signal(signal.SIGCONT)
-        time.sleep(0.01)
-    raise AssertionError("the worker was always inside a transaction")
 
 
 def test_a_worker_paused_past_its_lease_cannot_overwrite_the_outcome_of_its_successor(
