@@ -3,6 +3,7 @@
     .venv/bin/python bench/soak.py [--db sqlite|postgres|both] [--plain 100000] [--ordered 20000]
                                    [--keys 200] [--workers 3] [--concurrency 4] [--kill-every 10]
                                    [--lease 30] [--short] [--restart-postgres] [--freeze N]
+                                   [--atomic]
 
 Each database is created fresh and dropped afterwards. The soak enqueues
 ``--plain`` ordinary jobs and ``--ordered`` jobs of the 16-partition topic
@@ -25,6 +26,12 @@ plain and 600 ordered jobs, a kill every 2 s). ``--restart-postgres`` restarts
 the PostgreSQL server once, when half the jobs are done, with ``pg_ctlcluster
 --skip-systemctl-redirect VERSION main restart`` (``LATER_PG_CLUSTER`` names
 another cluster than ``main``): the workers must recover on their own.
+
+``--atomic`` runs the same jobs as atomic tasks (``@task(atomic=True)``,
+docs/exactly-once.md): each run's row is written in the transaction that
+stores its outcome, so a run cut off by a kill leaves no row and the row
+count is the count of effects. Its limit for duplicates is 0; it also
+prints how many runs were started again.
 
 ``--freeze N`` measures instead how fast a frozen worker's work moves on:
 while a feeder keeps a few seconds of 0.2-second jobs queued, it SIGSTOPs a
@@ -78,6 +85,8 @@ class SoakReport:
     elapsed: float = 0.0
     stalled: bool = False
     restart_seconds: float | None = None
+    atomic: bool = False
+    runs_started_again: int = 0
     logs: str = ""
 
     @property
@@ -94,7 +103,10 @@ class SoakReport:
         """Runs whose outcome a killed worker had not stored: at most one per thread.
 
         A server restart ends every worker's sessions, as if each were killed.
+        Atomic jobs store each run's row with its outcome, so none may repeat.
         """
+        if self.atomic:
+            return 0
         restarts = self.workers if self.restart_seconds is not None else 0
         return (self.kills + restarts) * self.concurrency
 
@@ -104,14 +116,18 @@ class SoakReport:
             "kills (SIGKILL, then a new worker)": str(self.kills),
             "lost": str(self.lost),
             "  of them failed": str(self.failed),
-            "duplicate runs (limit: kills x concurrency)": (
-                f"{self.duplicates} (limit {self.duplicate_limit})"
-            ),
+            (
+                "duplicate effects (atomic tasks; limit 0)"
+                if self.atomic
+                else "duplicate runs (limit: kills x concurrency)"
+            ): f"{self.duplicates} (limit {self.duplicate_limit})",
             "  most after one kill": str(self.most_after_one_kill),
             "order violations": str(self.order_violations),
             "elapsed": f"{self.elapsed:.1f} s",
             "jobs/s": f"{self.jobs / self.elapsed:,.0f}" if self.elapsed else "-",
         }
+        if self.atomic:
+            rows["  runs started again (their writes undone)"] = str(self.runs_started_again)
         if self.restart_seconds is not None:
             rows["PostgreSQL restart (pg_ctlcluster)"] = f"{self.restart_seconds:.1f} s"
         if self.stalled:
@@ -123,13 +139,15 @@ class SoakReport:
 def soak(url: str, options: argparse.Namespace) -> SoakReport:
     """Enqueue, run workers under kills (and a restart), wait for the end, count."""
     child("setup", url)
-    child("enqueue", url, str(options.plain), str(options.ordered), str(options.keys))
+    kind = "atomic" if options.atomic else "plain"
+    child("enqueue", url, str(options.plain), str(options.ordered), str(options.keys), kind)
     db = SoakDatabase(url)
     report = SoakReport(
         jobs=options.plain + options.ordered,
         workers=options.workers,
         concurrency=options.concurrency,
         lease=options.lease,
+        atomic=options.atomic,
     )
     workers = Workers(url, options.concurrency, options.lease)
     report.logs = str(workers.logs)
@@ -162,6 +180,7 @@ def soak(url: str, options: argparse.Namespace) -> SoakReport:
     report.lost, report.failed = counts.lost, counts.failed
     report.duplicates = counts.runs - counts.jobs_run
     report.most_after_one_kill = db.most_runs_again_after_one_kill()
+    report.runs_started_again = db.runs_started_again()
     report.order_violations = order_violations(db.ordered_runs())
     return report
 
@@ -175,7 +194,7 @@ def child_main(mode: str, args: list[str]) -> None:
     if mode == "setup":
         feed.setup()
     elif mode == "enqueue":
-        feed.enqueue(int(args[0]), int(args[1]), int(args[2]))
+        feed.enqueue(int(args[0]), int(args[1]), int(args[2]), atomic=args[3] == "atomic")
     elif mode == "feed":
         feed.feed(low=int(args[0]), keys=int(args[1]))
     else:
@@ -195,6 +214,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--restart-postgres", action="store_true")
     parser.add_argument("--freeze", type=int, default=0, metavar="N", help="freeze mode")
+    parser.add_argument(
+        "--atomic", action="store_true", help="atomic tasks: every run's effect exactly once"
+    )
 
 
 def parse_options(argv: list[str]) -> argparse.Namespace:

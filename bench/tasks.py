@@ -37,3 +37,18 @@ def soak_ordered(key: str, n: int, seconds: float = 0.0) -> None:
     began = time.time()
     time.sleep(seconds)
     _record_run(key, n, began)
+
+
+# The same jobs run atomically: each run's row commits with its outcome, or not at all.
+@task(atomic=True, **SOAK_RETRIES)
+def soak_plain_atomic(n: int, seconds: float = 0.0) -> None:
+    began = time.time()
+    time.sleep(seconds)
+    _record_run("", n, began)
+
+
+@task(topic="bench", atomic=True, **SOAK_RETRIES)
+def soak_ordered_atomic(key: str, n: int, seconds: float = 0.0) -> None:
+    began = time.time()
+    time.sleep(seconds)
+    _record_run(key, n, began)

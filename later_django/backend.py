@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from inspect import iscoroutinefunction
 from typing import Any
 
 from django.conf import settings
@@ -38,18 +39,20 @@ from .topics.enqueueing import insert_with_partitions, route_fields, validate_ro
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LaterTask(Task):
-    """A Django Task with Later's options: retries, backoff, timeout, topic and parent.
+    """A Django Task with Later's options: retries, backoff, timeout, topic, atomic and parent.
 
     ``max_attempts`` counts the first attempt; ``None`` takes the backend
     alias's default, as does ``backoff``. ``topic`` marks an ordered task whose
-    enqueues must name a ``partition_key``; ``after`` (set through ``using``) is
-    the id of the job this one continues.
+    enqueues must name a ``partition_key``; ``atomic`` runs each attempt in one
+    transaction with its outcome (docs/exactly-once.md); ``after`` (set through
+    ``using``) is the id of the job this one continues.
     """
 
     max_attempts: int | None = None
     backoff: Any = None
     timeout: float | None = None
     topic: str | None = None
+    atomic: bool = False
     partition_key: str | None = None
     after: str | None = None
 
@@ -251,9 +254,19 @@ class LaterBackend(BaseTaskBackend):
         if task.timeout is not None and (
             isinstance(task.timeout, bool)
             or not isinstance(task.timeout, int | float)
-            or task.timeout <= 0
+            or not 0 < task.timeout <= options_module.MAX_SECONDS
         ):
-            raise InvalidTask(f"timeout is {task.timeout!r}; it must be a number of seconds > 0.")
+            raise InvalidTask(
+                f"timeout is {task.timeout!r}; it must be a number of seconds > 0 and at most "
+                f"{options_module.MAX_SECONDS:.0f} (100 years)."
+            )
+        if not isinstance(task.atomic, bool):
+            raise InvalidTask(f"atomic is {task.atomic!r}; it must be True or False.")
+        if task.atomic and iscoroutinefunction(task.func):
+            raise InvalidTask(
+                f"atomic=True needs a plain function, and {task.module_path!r} is async: its "
+                "database calls would run in other threads, outside the job's transaction."
+            )
         if task.backoff is not None:
             try:
                 backoff_module.resolve(task.backoff)

@@ -36,6 +36,7 @@ def task(
     backoff: Any = None,
     timeout: float | None = None,
     topic: str | None = None,
+    atomic: bool = False,
 ) -> Callable[[Callable[..., Any]], LaterTask]: ...
 
 
@@ -50,14 +51,16 @@ def task(
     backoff: Any = None,
     timeout: float | None = None,
     topic: str | None = None,
+    atomic: bool = False,
 ) -> LaterTask | Callable[[Callable[..., Any]], LaterTask]:
     """Make ``function`` a Task of ``backend``, with Later's options; use as ``@task(...)``.
 
     ``priority``, ``queue_name``, ``backend`` and ``takes_context`` are Django's;
-    ``max_attempts``, ``backoff``, ``timeout`` and ``topic`` are Later's (see
-    docs/configuration.md). Bad values raise Django's ``InvalidTask`` when the
-    task is defined. Later's options need a Later backend: naming one for an
-    alias whose tasks cannot take them raises ``TypeError``.
+    ``max_attempts``, ``backoff``, ``timeout``, ``topic`` and ``atomic`` are
+    Later's (see docs/configuration.md and docs/exactly-once.md). Bad values
+    raise Django's ``InvalidTask`` when the task is defined. Later's options
+    need a Later backend: naming one for an alias whose tasks cannot take them
+    raises ``TypeError``.
     """
     later_options = {
         name: value
@@ -66,6 +69,7 @@ def task(
             ("backoff", backoff),
             ("timeout", timeout),
             ("topic", topic),
+            ("atomic", atomic or None),
         ]
         if value is not None
     }

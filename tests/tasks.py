@@ -275,3 +275,50 @@ async def async_ignores_cancel(kind):
     await sync_to_async(_record)(f"{kind}:start", "")
     await asyncio.sleep(60)
     await sync_to_async(_record)(kind, "ran to the end")
+
+
+# -- atomic tasks: each attempt's writes commit with its outcome, or not at all --------------
+
+
+@task(atomic=True)
+def atomic_record(kind, value):
+    _record(kind, str(value))
+    return value
+
+
+@task(atomic=True, max_attempts=3, backoff="immediate", takes_context=True)
+def atomic_fails_then_succeeds(context, kind, failures):
+    """Write, then fail on the first ``failures`` attempts: only the last attempt's write stays."""
+    _record(kind, str(context.attempt))
+    if context.attempt <= failures:
+        raise ValueError(f"attempt {context.attempt} fails after writing")
+    return context.attempt
+
+
+@task(atomic=True, max_attempts=3, backoff="immediate", takes_context=True)
+def atomic_write_then_wait(context, kind, marker, seconds):
+    """Write, touch ``marker`` (a file: the write is not visible until it commits), then
+    sleep ``seconds`` on the first attempt, where a test kills or freezes the worker."""
+    _record(kind, str(context.attempt))
+    with open(f"{marker}.{context.attempt}", "w") as f:
+        f.write(str(os.getpid()))
+    if context.attempt == 1:
+        time.sleep(seconds)
+    return context.attempt
+
+
+@task(atomic=True, max_attempts=2, backoff="immediate", takes_context=True)
+def atomic_loses_its_connection(context, kind):
+    """Write, then (first attempt) end its own PostgreSQL session, so nothing can commit."""
+    _record(kind, str(context.attempt))
+    if context.attempt == 1:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    return context.attempt
+
+
+@task(atomic=True, takes_context=True)
+def atomic_stops_when_cancelled(context, kind):
+    """Write, then wait for the cancel and return: the job ends cancelled, its write undone."""
+    _record(kind, "written")
+    return "stopped early" if _until_cancelled(context) else "ran to the end"

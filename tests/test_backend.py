@@ -57,6 +57,9 @@ def test_using_accepts_an_aware_datetime_run_after():
     assert tasks.add.using(run_after=when).run_after == when
 
 
+TIMEOUT_RULE = "it must be a number of seconds > 0 and at most 3155760000 (100 years)."
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -68,8 +71,12 @@ def test_using_accepts_an_aware_datetime_run_after():
             {"max_attempts": "3"},
             "max_attempts is '3'; it must be a whole number >= 1 (it counts the first attempt).",
         ),
-        ({"timeout": 0}, "timeout is 0; it must be a number of seconds > 0."),
-        ({"timeout": "5"}, "timeout is '5'; it must be a number of seconds > 0."),
+        ({"timeout": 0}, f"timeout is 0; {TIMEOUT_RULE}"),
+        ({"timeout": "5"}, f"timeout is '5'; {TIMEOUT_RULE}"),
+        ({"timeout": float("nan")}, f"timeout is nan; {TIMEOUT_RULE}"),
+        ({"timeout": float("inf")}, f"timeout is inf; {TIMEOUT_RULE}"),
+        ({"atomic": "yes"}, "atomic is 'yes'; it must be True or False."),
+        ({"atomic": 1}, "atomic is 1; it must be True or False."),
         (
             {"backoff": "never"},
             "backoff is 'never'; it must be one of exponential, exponential_jitter, fixed, "
@@ -85,6 +92,15 @@ def test_a_bad_later_option_on_a_task_is_refused_when_it_is_defined(options, mes
     with pytest.raises(InvalidTask) as raised:
         later_django.task(**options)(tasks.add.func)
     assert str(raised.value) == message
+
+
+def test_an_async_task_cannot_be_atomic():
+    with pytest.raises(InvalidTask) as raised:
+        later_django.task(atomic=True)(tasks.async_add.func)
+    assert str(raised.value) == (
+        "atomic=True needs a plain function, and 'tests.tasks.async_add' is async: its "
+        "database calls would run in other threads, outside the job's transaction."
+    )
 
 
 def test_an_unknown_decorator_option_is_refused():

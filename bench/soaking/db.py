@@ -83,6 +83,16 @@ class SoakDatabase:
         )
         return Counts(lost=lost, failed=failed, runs=runs, jobs_run=jobs_run)
 
+    def runs_started_again(self) -> int:
+        """Attempts beyond each job's first: runs a kill cut off (or that failed) and that
+        were started again."""
+        [(again,)] = self.rows(
+            "SELECT COALESCE(SUM(attempts), 0) - COUNT(*) FROM later_jobs_index "
+            "WHERE namespace = %s",
+            [NAMESPACE],
+        )
+        return again
+
     def most_runs_again_after_one_kill(self) -> int:
         """The most jobs run again whose first run was in one process (the killed one)."""
         found = self.rows(

@@ -8,7 +8,7 @@ import time
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from bench.tasks import soak_ordered, soak_plain
+from bench.tasks import soak_ordered, soak_ordered_atomic, soak_plain, soak_plain_atomic
 
 FEED_JOB_SECONDS = 0.2
 BATCH = 5000
@@ -40,24 +40,29 @@ def _note(results, key: str, numbers: range) -> None:
         )
 
 
-def _enqueue_plain(numbers: range, seconds: float = 0.0) -> None:
+def _enqueue_plain(numbers: range, seconds: float = 0.0, *, atomic: bool = False) -> None:
     calls = [((n, seconds) if seconds else (n,), {}) for n in numbers]
+    task = soak_plain_atomic if atomic else soak_plain
     with transaction.atomic():
-        _note(soak_plain.enqueue_many(calls), "", numbers)
+        _note(task.enqueue_many(calls), "", numbers)
 
 
-def _enqueue_ordered(key: str, numbers: range, seconds: float = 0.0) -> None:
+def _enqueue_ordered(
+    key: str, numbers: range, seconds: float = 0.0, *, atomic: bool = False
+) -> None:
     calls = [((key, n, seconds) if seconds else (key, n), {}) for n in numbers]
+    task = soak_ordered_atomic if atomic else soak_ordered
     with transaction.atomic():
-        _note(soak_ordered.using(partition_key=key).enqueue_many(calls), key, numbers)
+        _note(task.using(partition_key=key).enqueue_many(calls), key, numbers)
 
 
-def enqueue(plain: int, ordered: int, keys: int) -> None:
+def enqueue(plain: int, ordered: int, keys: int, *, atomic: bool = False) -> None:
+    """Enqueue the soak's jobs; with ``atomic``, of the tasks that run atomically."""
     for start in range(0, plain, BATCH):
-        _enqueue_plain(range(start, min(plain, start + BATCH)))
+        _enqueue_plain(range(start, min(plain, start + BATCH)), atomic=atomic)
     for k in range(keys):
         count = ordered // keys + (1 if k < ordered % keys else 0)
-        _enqueue_ordered(f"key-{k}", range(count))
+        _enqueue_ordered(f"key-{k}", range(count), atomic=atomic)
 
 
 def feed(low: int, keys: int) -> None:

@@ -7,11 +7,16 @@ it over. A commit is stored only while the committer's owner and epoch still
 match, so a member that stalled and lost its partitions cannot move the
 group's offsets. ``leave()`` releases leases at once; a member that stops
 polling is replaced once its ``session_seconds`` (30 by default) pass.
+
+``consume(handler)`` runs a handler's writes and the commit of the offsets
+past the records it handled in one transaction, so each record's effect on
+the log's database happens exactly once (docs/exactly-once.md).
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.utils import timezone
@@ -41,6 +46,12 @@ class Consumer:
             for record in consumer.poll():
                 handle(record)
             consumer.commit()
+
+    or, to apply each record's database writes exactly once::
+
+        with Consumer("billing", "orders") as consumer:
+            while running:
+                consumer.consume(apply_records)  # its writes and the commit: one transaction
     """
 
     def __init__(
@@ -239,6 +250,39 @@ class Consumer:
                 )
         for partition in wanted:
             self.polled.pop(partition, None)
+
+    def consume(self, handler: Callable[[list[Record]], object], max_records: int = 100) -> int:
+        """Poll, and handle the records in one transaction with the commit of their offsets.
+
+        ``handler(records)`` runs inside a transaction on the log's database.
+        Once it returns, the group's offsets past those records are committed
+        in that same transaction, so the handler's writes there and the
+        commit land together or not at all. If the handler raises, or this
+        member lost one of the partitions (``LeaseLost``), the transaction
+        rolls back, the exception propagates, and the records are delivered
+        again by the next poll, to this member or to the partition's new
+        owner. Returns how many records were handled; with none waiting, the
+        handler is not called and 0 is returned.
+        """
+        if not callable(handler):
+            raise InvalidArgument(f"handler is {handler!r}; it must be a callable(records).")
+        records = self.poll(max_records)
+        if not records:
+            return 0
+        offsets: dict[int, int] = {}
+        for record in records:
+            offsets[record.partition] = max(offsets.get(record.partition, 0), record.offset + 1)
+        try:
+            with write_transaction(self.backend.database):
+                handler(records)
+                self.commit(offsets)
+        except BaseException:
+            # Nothing was committed: read these partitions from the group's offsets again.
+            for partition in offsets:
+                self.positions.pop(partition, None)
+                self.polled.pop(partition, None)
+            raise
+        return len(records)
 
     def leave(self) -> None:
         """Release every lease and leave the group, so others take over at once."""

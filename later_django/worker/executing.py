@@ -12,10 +12,11 @@ from inspect import iscoroutinefunction
 from traceback import format_exception
 from typing import TYPE_CHECKING, Any
 
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections, transaction
 from django.utils import timezone
 
 from ..backoff import delay_seconds
+from ..db import write_transaction
 from ..exceptions import InterruptedByCancel, LaterError, TaskTimeout, UndecodableJob
 from ..models import JobIndexRow
 from ..records import Attempt, ErrorEntry, JobRecord, check_value, to_micros
@@ -24,7 +25,7 @@ from ..states import Stage
 from ..tasks_api import TaskResultStatus, task_finished, task_started
 from ..topics.context import context_for
 from .claiming import LOST_ATTEMPTS_LIMIT, Claimed
-from .outcomes import CANCELLED, FAILED, RETRY, SUCCESS, Outcome
+from .outcomes import CANCELLED, FAILED, RETRY, SUCCESS, Outcome, record_outcomes
 
 if TYPE_CHECKING:
     from ..backend import LaterBackend
@@ -197,47 +198,134 @@ def execute(item: Claimed, backend: LaterBackend, worker_id: str) -> Outcome:
             task = resolve_task(record.task_path)
         except LaterError as e:
             return failed_outcome(item, e, worker_id)
-        result = build_result(backend, _IndexRow(Stage.RUNNING), record, task)  # type: ignore[arg-type]
-        task_started.send(sender=type(backend), task_result=result)
-        args = list(record.args)
-        if task.takes_context:
-            args.insert(0, context_for(item, result))  # ordered jobs also see their epoch
-        try:
-            value = _call(task, args, record.kwargs, record.timeout)
-            value = check_value(value, name="return value", task_path=record.task_path)
-        except BaseException as e:  # noqa: BLE001  (whatever the task raised is its outcome)
-            # SystemExit and KeyboardInterrupt too: the worker takes its signals in the
-            # main thread, so in a job's thread they come from the task's own code, and
-            # letting them through would end the thread with the job left running.
-            if item.cancel.is_set():  # it stopped (or was interrupted) after a cancel
-                outcome = cancelled_outcome(item, e, worker_id)
-            else:
-                outcome = _failure(item, record, e, backend, worker_id, result)
-            object.__setattr__(
-                result,
-                "status",
-                TaskResultStatus.READY if outcome.kind == RETRY else TaskResultStatus.FAILED,
-            )
-            object.__setattr__(result, "finished_at", outcome.finished_at)
-            task_finished.send(sender=type(backend), task_result=result)
-            return outcome
-        finished = timezone.now()
-        record.return_value = value
-        if item.cancel.is_set():  # it returned once the cancel had reached it: it stopped
-            outcome = cancelled_outcome(item, None, worker_id)
-            object.__setattr__(result, "status", TaskResultStatus.FAILED)
-            object.__setattr__(result, "finished_at", outcome.finished_at)
-            task_finished.send(sender=type(backend), task_result=result)
-            return outcome
-        record.attempts[-1].outcome = "success"
-        record.attempts[-1].finished_at = to_micros(finished)
-        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
-        object.__setattr__(result, "finished_at", finished)
-        object.__setattr__(result, "_return_value", value)
-        task_finished.send(sender=type(backend), task_result=result)
-        return Outcome(item.job_id, item.epoch, SUCCESS, record, finished)
+        if getattr(task, "atomic", False):
+            return _attempt_atomically(item, task, record, backend, worker_id)
+        return _attempt(item, task, record, backend, worker_id)
     finally:
         close_old_connections()
+
+
+class _ReturnedAfterCancel(Exception):
+    """Raised inside an atomic task's savepoint to undo the writes of a run that returned
+    once its cancel had reached it: the job ends CANCELLED, so its writes must not stay."""
+
+
+class _Fenced(Exception):
+    """Raised to roll back an atomic task's transaction whose outcome was fenced out."""
+
+
+def _attempt(
+    item: Claimed,
+    task: Any,
+    record: JobRecord,
+    backend: LaterBackend,
+    worker_id: str,
+    *,
+    savepoint: str | None = None,
+) -> Outcome:
+    """Run the task once and return the attempt's outcome; with ``savepoint`` (a database
+    alias), its body runs in a savepoint there, undone unless it returns a value to keep."""
+    result = build_result(backend, _IndexRow(Stage.RUNNING), record, task)  # type: ignore[arg-type]
+    task_started.send(sender=type(backend), task_result=result)
+    args = list(record.args)
+    if task.takes_context:
+        args.insert(0, context_for(item, result))  # ordered jobs also see their epoch
+    try:
+        if savepoint is None:
+            value = _call(task, args, record.kwargs, record.timeout)
+            value = check_value(value, name="return value", task_path=record.task_path)
+        else:
+            with transaction.atomic(using=savepoint):
+                value = _call(task, args, record.kwargs, record.timeout)
+                value = check_value(value, name="return value", task_path=record.task_path)
+                if item.cancel.is_set():
+                    raise _ReturnedAfterCancel()
+    except BaseException as e:  # noqa: BLE001  (whatever the task raised is its outcome)
+        # SystemExit and KeyboardInterrupt too: the worker takes its signals in the
+        # main thread, so in a job's thread they come from the task's own code, and
+        # letting them through would end the thread with the job left running.
+        if item.cancel.is_set():  # it stopped (or was interrupted) after a cancel
+            stopped = None if isinstance(e, _ReturnedAfterCancel) else e
+            outcome = cancelled_outcome(item, stopped, worker_id)
+        else:
+            outcome = _failure(item, record, e, backend, worker_id, result)
+        object.__setattr__(
+            result,
+            "status",
+            TaskResultStatus.READY if outcome.kind == RETRY else TaskResultStatus.FAILED,
+        )
+        object.__setattr__(result, "finished_at", outcome.finished_at)
+        task_finished.send(sender=type(backend), task_result=result)
+        return outcome
+    finished = timezone.now()
+    record.return_value = value
+    if item.cancel.is_set():  # it returned once the cancel had reached it: it stopped
+        outcome = cancelled_outcome(item, None, worker_id)
+        object.__setattr__(result, "status", TaskResultStatus.FAILED)
+        object.__setattr__(result, "finished_at", outcome.finished_at)
+        task_finished.send(sender=type(backend), task_result=result)
+        return outcome
+    record.attempts[-1].outcome = "success"
+    record.attempts[-1].finished_at = to_micros(finished)
+    object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+    object.__setattr__(result, "finished_at", finished)
+    object.__setattr__(result, "_return_value", value)
+    task_finished.send(sender=type(backend), task_result=result)
+    return Outcome(item.job_id, item.epoch, SUCCESS, record, finished)
+
+
+def _attempt_atomically(
+    item: Claimed, task: Any, record: JobRecord, backend: LaterBackend, worker_id: str
+) -> Outcome:
+    """Run an atomic task and store its outcome in one transaction on the jobs' database.
+
+    The body runs in a savepoint: a failure undoes its writes and keeps the
+    transaction for the failure's outcome. The outcome is stored last, fenced
+    by the execution lease like any other; if the lease was taken over, the
+    whole transaction rolls back, the body's writes with it. So the body's
+    writes commit exactly when the outcome that ends (or retries) the attempt
+    does. On SQLite the transaction holds the write lock from its start.
+    """
+    using = backend.database
+    clean = deepcopy(record)  # for a transaction that cannot commit: the attempt as it began
+    outcome: Outcome | None = None
+    try:
+        with write_transaction(using):
+            outcome = _attempt(item, task, record, backend, worker_id, savepoint=using)
+            stored = record_outcomes(
+                backend.namespace,
+                item.owner,
+                [outcome],
+                retention_seconds=backend.later.retention_seconds,
+                using=using,
+            )
+            if not stored:
+                raise _Fenced()
+    except _Fenced:
+        assert outcome is not None
+        outcome.stored = False
+        return outcome
+    except DatabaseError as e:
+        # Nothing committed (or, if the connection broke during COMMIT, perhaps all of
+        # it: then the lease is gone and the outcome below is fenced out).
+        logger.warning(
+            "job id=%s: its atomic transaction did not commit (%s); nothing it wrote is kept",
+            item.job_id,
+            e,
+        )
+        close_old_connections()
+        if outcome is not None and outcome.kind != SUCCESS:
+            # The body failed first (often what broke the transaction): that failure is
+            # the attempt's, and the writer stores it.
+            return outcome
+        # The attempt fails with this error and is retried, by the task's policy.
+        item.record = clean
+        result = build_result(backend, _IndexRow(Stage.RUNNING), clean, task)  # type: ignore[arg-type]
+        if item.cancel.is_set():
+            return cancelled_outcome(item, e, worker_id)
+        return _failure(item, clean, e, backend, worker_id, result)
+    outcome.stored = True
+    return outcome
 
 
 def _failure(

@@ -52,6 +52,9 @@ class Outcome:
     transitions: list[str] = field(default_factory=list)
     routine: bool = False  # logged at DEBUG whatever its kind (a release when handing back)
     released: bool = False  # a release that a cancel turned into CANCELLED
+    # An atomic task's outcome is stored in the task's own transaction (executing.py):
+    # True once committed there, False if fenced out there; None waits for the writer.
+    stored: bool | None = None
 
     @property
     def attempts_delta(self) -> int:

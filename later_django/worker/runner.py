@@ -752,12 +752,13 @@ class Worker:
         if not self.pending:
             return
         batch = self.pending
+        unstored = [o for o in batch if o.stored is None]  # atomic tasks stored their own
         try:
-            written = retrying(
+            written = [o for o in batch if o.stored] + retrying(
                 lambda: record_outcomes(
                     self.namespace,
                     self.id,
-                    batch,
+                    unstored,
                     retention_seconds=self.backend.later.retention_seconds,
                     using=self.using,
                 ),

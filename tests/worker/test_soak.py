@@ -42,6 +42,19 @@ def test_workers_killed_every_two_seconds_lose_no_job_and_keep_each_keys_order(s
     assert report.duplicates <= report.kills * (report.concurrency + WRITER_SLACK), report.rows()
 
 
+def test_atomic_jobs_under_kills_every_two_seconds_leave_each_effect_exactly_once(soak_url):
+    """Each run's row commits with its outcome: a killed run leaves none, so however many
+    runs a kill cut off and started again, every job's row is there exactly once."""
+    options = ["--short", "--plain", "1500", "--ordered", "300", "--lease", "2", "--atomic"]
+    report = soak(soak_url, parse_options(options))
+
+    assert report.kills >= 3, report.rows()
+    assert not report.stalled, report.rows()
+    assert report.lost == 0, report.rows()
+    assert report.order_violations == 0, report.rows()
+    assert report.duplicates == 0, report.rows()
+
+
 def test_the_order_check_sees_overlaps_and_reruns_after_a_successor():
     in_order = [("k", 0, 0.0, 1.0), ("k", 0, 2.0, 3.0), ("k", 1, 3.0, 4.0), ("j", 0, 0.5, 2.0)]
     overlap = [("k", 0, 0.0, 2.0), ("k", 1, 1.0, 3.0)]
