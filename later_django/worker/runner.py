@@ -22,30 +22,23 @@ from django.utils import timezone
 from ..backend import LaterBackend
 from ..conf import later_settings
 from ..db import limit_idle_transactions, retrying
-from ..exceptions import InterruptedByCancel, LaterError
+from ..exceptions import LaterError
 from ..states import Stage
 from ..tasks_api import InvalidTaskBackend, task_backends
 from ..topics import runtime as partitions
+from . import timeouts
 from .claiming import BATCH, Claimed, claim
-from .executing import abandoned_cancel_outcome, abandoned_outcome, execute, failed_outcome
+from .executing import execute, failed_outcome
 from .metrics import MetricsBatch
-from .outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
-from .services import FailureRun, Services
+from .outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome
+from .services import Services
 from .slots import Running, Slot, deadline_for
 from .wakeup import PostgresListener, SqliteWatcher, idle_wait, use_wal
+from .writer import OutcomeWriter
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONCURRENCY = 8
-# Successes are routine; failures and retries are what an operator looks for.
-OUTCOME_LOG_LEVELS = {
-    SUCCESS: logging.DEBUG,
-    RETRY: logging.WARNING,
-    FAILED: logging.ERROR,
-    RELEASE: logging.WARNING,
-    CANCELLED: logging.INFO,  # someone asked for it
-}
-INTERRUPT_GRACE = 1.0
 # Outcomes waiting for the writer thread beyond this many take up room in the
 # inbox, so a worker whose writer falls behind claims less until it catches up.
 WRITER_SLACK = 2 * BATCH
@@ -65,9 +58,6 @@ HELD_CHECK_EVERY = HELD_TOO_LONG / 4  # at most this often: each look drains the
 CHECK_SLACK = 0.005
 # The weight of the latest job in the running average of job times.
 JOB_TIME_WEIGHT = 0.1
-# The writer waits this long at most for outcomes of jobs still running, so that
-# one statement stores a batch rather than each job on its own (group commit).
-GATHER_SECONDS = 0.002
 # After the database refuses a claim (once the retries of transient errors are
 # spent: a restart, a failover, a lock held for long), the worker waits this
 # long before it tries again, doubling up to the most, and keeps running.
@@ -148,24 +138,16 @@ class Worker:
         self.using = backend.database
         self.id = new_worker_id()
         self.inbox: queue.SimpleQueue[Claimed | None] = queue.SimpleQueue()
-        self.outbox: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self.wake = threading.Event()
         self.stop_requested = threading.Event()
         self.lock = threading.Lock()
         self.running: dict[str, Running] = {}
         self.slots: list[Slot] = []
-        self.pending: list[Outcome] = []
-        self.unstored = 0  # outcomes handed to the outbox and not yet stored (under lock)
-        self.writer: threading.Thread | None = None
-        self.writer_stop = threading.Event()
-        self.gather_seconds = GATHER_SECONDS
+        self.outcomes = OutcomeWriter(self)
         self.held_checked_at = 0.0  # when _hand_back_held last looked (main thread)
-        self.store_failures = FailureRun(logger)  # storing outcomes (the storing thread)
         self.outage_since: float | None = None  # when claims began to fail (main thread)
         self.outage_pause = 0.0
         self.resume_at = 0.0  # no claim before this monotonic time, during an outage
-        # Set when the writer should stop gathering: a batch is waiting, or nothing runs.
-        self.batch_ready = threading.Event()
         self.claim_at = 0  # room the main loop waits for before it claims (under lock)
         self.waiting_until = math.inf  # when the main loop's current wait ends (under lock)
         self.metrics = MetricsBatch()
@@ -211,23 +193,20 @@ class Worker:
             # Outcomes are stored on a connection of their own, so the server writes
             # one batch's outcomes while the next batch is claimed. SQLite has one
             # writer at a time: there the loop stores them itself.
-            self.writer = threading.Thread(
-                target=self._write_outcomes, name="later-outcomes", daemon=True
-            )
-            self.writer.start()
+            self.outcomes.start_thread()
         else:
             use_wal(self.using)
             watcher = SqliteWatcher(self.using)
         services.start()
         for number in range(self.config.concurrency):
-            self._add_slot(number)
+            self.add_slot(number)
         began = time.monotonic()
         try:
             self._loop(watcher)
         finally:
             for _ in self.slots:
                 self.inbox.put(None)
-            self._stop_writer()
+            self.outcomes.stop()
             services.stop()
             if listener is not None:
                 listener.stop()
@@ -281,16 +260,16 @@ class Worker:
         poll = later_settings.poll_interval
         while True:
             self.wake.clear()
-            if self.writer is None:
-                self._collect_outcomes()
-            self._check_timeouts()
+            if not self.outcomes.threaded:
+                self.outcomes.collect()
+            timeouts.check(self)
             if self.stop_requested.is_set():
                 self._release_unstarted()
                 if self._settled():
                     return
                 if time.monotonic() >= self.drain_deadline:
                     self._release_running()
-                    self._store_now()
+                    self.outcomes.store_now()
                     return
                 idle_wait(self.wake, 0.05, None)
                 continue
@@ -393,7 +372,7 @@ class Worker:
     def _settled(self) -> bool:
         """Whether nothing is running and every outcome has been stored."""
         with self.lock:
-            return not self.running and self.unstored == 0
+            return not self.running and self.outcomes.unstored == 0
 
     def _claim_queue(self, free: int) -> list[Claimed]:
         return retrying(
@@ -430,7 +409,7 @@ class Worker:
 
     # -- slots -------------------------------------------------------------------------------
 
-    def _add_slot(self, number: int) -> None:
+    def add_slot(self, number: int) -> None:
         slot = Slot(number, self.inbox, self._execute, self._slot_done)
         self.slots.append(slot)
         slot.start()
@@ -442,7 +421,7 @@ class Worker:
             if running is not None:
                 running.slot = next((s for s in self.slots if s.current is item), None)
                 running.started = time.monotonic()
-                running.deadline = deadline_for(item, INTERRUPT_GRACE)
+                running.deadline = deadline_for(item, timeouts.INTERRUPT_GRACE)
                 if running.deadline is not None and running.deadline < self.waiting_until:
                     self.wake.set()  # the main loop's wait would outlast this deadline
         try:
@@ -455,7 +434,7 @@ class Worker:
 
     def _free(self) -> int:
         """Room for claimed jobs: busy slots plus the reserve, less what is held or unstored."""
-        held = len(self.running) + max(0, self.unstored - WRITER_SLACK)
+        held = len(self.running) + max(0, self.outcomes.unstored - WRITER_SLACK)
         return self.config.concurrency + self.reserve - held
 
     def _timed(self, seconds: float) -> None:
@@ -528,13 +507,13 @@ class Worker:
             if running is None:
                 return  # already settled (timed out and abandoned, or released)
             self._timed(time.monotonic() - running.started)
-            self._emit(outcome)
+            self.outcomes.emit(outcome)
             # Wake the main loop only when it has something to do: claim a batch,
             # settle, or (without a writer thread) store the outcome itself. A wake
             # for every finished job costs a loop turn that mostly finds no room.
             free = self._free()
             needed = (
-                self.writer is None
+                not self.outcomes.threaded
                 or free >= self.claim_at
                 or not self.running
                 or self.stop_requested.is_set()
@@ -552,83 +531,12 @@ class Worker:
         for running in self.running.values():
             if running.slot is None:
                 oldest_held = min(oldest_held, running.started)  # claimed, waiting for a slot
-            elif (at := running.step_at(INTERRUPT_GRACE, self.cancel_grace)) is not None:
+            elif (at := running.step_at(timeouts.INTERRUPT_GRACE, self.cancel_grace)) is not None:
                 soonest = min(soonest, at - now)
         if oldest_held < math.inf:
             at = max(oldest_held + HELD_TOO_LONG, self.held_checked_at + HELD_CHECK_EVERY)
             soonest = min(soonest, at - now)
         return max(soonest, CHECK_SLACK)
-
-    def _check_timeouts(self) -> None:
-        """Interrupt jobs past their timeout or their cancel's grace; abandon those that
-        did not stop within INTERRUPT_GRACE of the interrupt."""
-        now = time.monotonic()
-        grace = self.cancel_grace
-        with self.lock:
-            due = [
-                r
-                for r in self.running.values()
-                if (at := r.step_at(INTERRUPT_GRACE, grace)) is not None and now > at
-            ]
-        for running in due:
-            if running.interrupted_at is None:
-                assert running.slot is not None  # a step is due only for a started job
-                cancel_at = running.cancel_due_at(grace)
-                if cancel_at is not None and now > cancel_at:
-                    running.interrupted_for = InterruptedByCancel
-                    logger.warning(
-                        "job id=%s was cancelled and did not stop within %ss; interrupting it",
-                        running.item.job_id,
-                        grace,
-                    )
-                else:
-                    logger.warning(
-                        "job id=%s exceeded its timeout; interrupting it", running.item.job_id
-                    )
-                running.interrupted_at = now
-                running.slot.interrupt(running.interrupted_for)
-            else:
-                self._abandon(running)
-
-    def _abandon(self, running: Running) -> None:
-        """Give up on a job stuck past its timeout: settle the attempt and replace its slot."""
-        with self.lock:
-            if self.running.pop(running.item.job_id, None) is None:
-                return
-        assert running.slot is not None
-        running.slot.abandoned = True
-        if running.interrupted_for is InterruptedByCancel:
-            logger.error(
-                "job id=%s did not stop within %ss of its interrupt after its cancel; its "
-                "thread is abandoned",
-                running.item.job_id,
-                INTERRUPT_GRACE,
-            )
-            with self.lock:
-                self._emit(abandoned_cancel_outcome(running.item, self.id))
-            self._add_slot(len(self.slots))
-            return
-        record = running.item.record
-        timeout = record.timeout if record else None
-        logger.error(
-            "job id=%s did not stop within %ss of its timeout; its thread is abandoned",
-            running.item.job_id,
-            INTERRUPT_GRACE,
-        )
-        from ..exceptions import TaskTimeout
-
-        outcome = abandoned_outcome(
-            running.item,
-            TaskTimeout(
-                f"Job {running.item.job_id!r} ran longer than its timeout of {timeout} "
-                "seconds and did not stop when interrupted."
-            ),
-            self.backend,
-            self.id,
-        )
-        with self.lock:
-            self._emit(outcome)
-        self._add_slot(len(self.slots))
 
     def _release_running(self) -> None:
         """Hand unfinished jobs back at once, without using up an attempt."""
@@ -668,131 +576,9 @@ class Worker:
             routine=routine,
         )
         with self.lock:
-            self._emit(outcome)
+            self.outcomes.emit(outcome)
 
-    # -- outcomes ----------------------------------------------------------------------------
-
-    def _emit(self, outcome: Outcome) -> None:
-        """Hand an outcome over to be stored; the caller holds ``self.lock``."""
-        self.unstored += 1
-        self.outbox.put(outcome)
-        if not self.running or len(self.pending) + self.outbox.qsize() >= BATCH:
-            self.batch_ready.set()
-
-    def _write_outcomes(self) -> None:
-        """The writer thread: store outcomes as they come, until stopped and drained."""
-        limit_idle_transactions(self.using, self.backend.later.lease_seconds)
-        try:
-            while True:
-                if not self.pending:
-                    try:
-                        self.pending.append(self.outbox.get(timeout=0.1))
-                    except queue.Empty:
-                        if self.writer_stop.is_set():
-                            return
-                        continue
-                self._gather()
-                self._collect_outcomes()
-                self.wake.set()  # stored outcomes can make more work claimable
-        finally:
-            connections[self.using].close()
-
-    def _gather(self) -> None:
-        """Wait briefly for more outcomes while jobs that will produce them are running.
-
-        A statement costs about the same for one outcome as for a batch, so the
-        writer stores a batch at a time when jobs finish close together. It stops
-        waiting at a whole batch, at the deadline, when nothing else is running,
-        or when the worker is stopping.
-        """
-        with self.lock:
-            self._take_outbox()
-            waiting = bool(self.running) and len(self.pending) < BATCH
-            if waiting:
-                self.batch_ready.clear()
-        if waiting and not self.writer_stop.is_set():
-            self.batch_ready.wait(self.gather_seconds)
-
-    def _store_now(self, timeout: float = 10.0) -> None:
-        """Store every outcome handed over so far (waiting for the writer, if there is one)."""
-        if self.writer is None:
-            self._collect_outcomes()
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.writer.is_alive():
-            with self.lock:
-                if self.unstored == 0:
-                    return
-            time.sleep(0.01)
-
-    def _stop_writer(self) -> None:
-        if self.writer is None:
-            return
-        self._store_now()
-        self.writer_stop.set()
-        self.writer.join(timeout=10)
-        with self.lock:
-            left = self.unstored
-        if left:
-            logger.error(
-                "%s outcome(s) could not be stored before exit; their leases will lapse and "
-                "the jobs run again",
-                left,
-            )
-
-    def _take_outbox(self) -> None:
-        while True:
-            try:
-                self.pending.append(self.outbox.get_nowait())
-            except queue.Empty:
-                return
-
-    def _collect_outcomes(self) -> None:
-        self._take_outbox()
-        if not self.pending:
-            return
-        batch = self.pending
-        unstored = [o for o in batch if o.stored is None]  # atomic tasks stored their own
-        try:
-            written = [o for o in batch if o.stored] + retrying(
-                lambda: record_outcomes(
-                    self.namespace,
-                    self.id,
-                    unstored,
-                    retention_seconds=self.backend.later.retention_seconds,
-                    using=self.using,
-                ),
-                what="record outcomes",
-                using=self.using,
-            )
-        except Exception as e:  # noqa: BLE001  (FailureRun logs it, traceback first)
-            self.store_failures.failed(
-                e,
-                f"could not store {len(batch)} outcome(s); will try again",
-                f"still cannot store {len(batch)} outcome(s)",
-            )
-            time.sleep(0.5)
-            return
-        if self.store_failures.ended():
-            logger.warning("stored %s outcome(s) held since the database failed", len(batch))
-        self.pending = []
-        with self.lock:
-            self.unstored -= len(batch)
-        now = timezone.now()
-        self.counts["fenced"] += len(batch) - len(written)
-        if any(o.record is not None and o.record.topic is not None for o in written):
-            partitions.heads_may_be_due(self)  # the partition's next job may be runnable now
-        for outcome in written:
-            self.counts[outcome.kind] += 1
-            for stage in outcome.transitions:
-                self.metrics.transition(stage, now)
-            level = (
-                logging.DEBUG
-                if outcome.routine
-                else OUTCOME_LOG_LEVELS.get(outcome.kind, logging.INFO)
-            )
-            if logger.isEnabledFor(level):
-                logger.log(level, "job %s id=%s", outcome.kind, outcome.job_id)
+    # -- metrics ---------------------------------------------------------------------------
 
     def _flush_metrics(self) -> None:
         try:

@@ -93,14 +93,21 @@ def test_a_transaction_that_cannot_commit_keeps_nothing_and_the_attempt_is_retri
     assert [a.outcome for a in view.record.attempts] == ["error", "success"]
 
 
+def in_first_attempt(start_worker, tmp_path: Path, kind: str, seconds: float):
+    """Enqueue an atomic job and start a worker; return both once the job's first attempt
+    has written its row (not yet committed) and is sleeping ``seconds``."""
+    marker = tmp_path / "attempt"
+    result = tasks.atomic_write_then_wait.enqueue(kind, str(marker), seconds)
+    worker = start_worker("--concurrency", "2")
+    wait_for(lambda: Path(f"{marker}.1").exists(), timeout=30)
+    return result, worker
+
+
 @pytest.mark.process
 def test_a_worker_killed_mid_attempt_leaves_no_writes_and_the_next_run_is_the_one_kept(
     start_worker, tmp_path: Path
 ):
-    marker = tmp_path / "attempt"
-    result = tasks.atomic_write_then_wait.enqueue("killed", str(marker), 60)
-    first = start_worker("--concurrency", "2")
-    wait_for(lambda: Path(f"{marker}.1").exists(), timeout=30)  # written, not committed
+    result, first = in_first_attempt(start_worker, tmp_path, "killed", 60)
     first.signal(signal.SIGKILL)
     first.wait(timeout=10)
     assert written("killed") == []
@@ -116,10 +123,7 @@ def test_a_worker_killed_mid_attempt_leaves_no_writes_and_the_next_run_is_the_on
 def test_a_frozen_worker_whose_lease_was_taken_over_rolls_its_writes_back_when_it_wakes(
     start_worker, tmp_path: Path
 ):
-    marker = tmp_path / "attempt"
-    result = tasks.atomic_write_then_wait.enqueue("frozen", str(marker), 3)
-    frozen = start_worker("--concurrency", "2")
-    wait_for(lambda: Path(f"{marker}.1").exists(), timeout=30)
+    result, frozen = in_first_attempt(start_worker, tmp_path, "frozen", 3)
     frozen.signal(signal.SIGSTOP)  # its heartbeats stop: the 2-second lease lapses
     try:
         start_worker("--concurrency", "2")

@@ -60,7 +60,7 @@ def test_outcomes_of_jobs_finishing_close_together_are_stored_by_one_statement()
     ids = enqueue(2 * BATCH, seconds=0.01)
     worker = burst_worker(concurrency=8)
     # Long enough that the slots' speed does not matter: a batch fills up first.
-    worker.gather_seconds = 5.0
+    worker.outcomes.gather_seconds = 5.0
     run_burst_in_process(worker)
     # Two batches' worth, give or take a job that finished as a statement began.
     # Storing each outcome as it came would take a statement for each job or two.

@@ -1,0 +1,194 @@
+"""The worker's outcome writer: outcomes handed over by the slots, stored a batch at a time.
+
+On PostgreSQL it is a thread with a connection of its own (``later-outcomes``),
+so the server records one batch while the main thread claims the next. It
+gathers outcomes for up to ``GATHER_SECONDS`` while jobs are still running, so
+one statement (and one commit) serves a batch rather than a job or two. On
+SQLite, which has one writer at a time, the main loop calls ``collect()``
+between claims instead. An atomic task's outcome arrives already stored in
+its own transaction (``Outcome.stored``) and is only counted and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from django.db import connections
+from django.utils import timezone
+
+from ..db import limit_idle_transactions, retrying
+from ..topics import runtime as partitions
+from .claiming import BATCH
+from .outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
+from .services import FailureRun
+
+if TYPE_CHECKING:
+    from .runner import Worker
+
+logger = logging.getLogger(__name__)
+
+# The writer waits this long at most for outcomes of jobs still running, so that
+# one statement stores a batch rather than each job on its own (group commit).
+GATHER_SECONDS = 0.002
+# Successes are routine; failures and retries are what an operator looks for.
+OUTCOME_LOG_LEVELS = {
+    SUCCESS: logging.DEBUG,
+    RETRY: logging.WARNING,
+    FAILED: logging.ERROR,
+    RELEASE: logging.WARNING,
+    CANCELLED: logging.INFO,  # someone asked for it
+}
+
+
+class OutcomeWriter:
+    """Stores one worker's outcomes; ``unstored`` counts those handed over and not yet
+    stored, and is read and written under the worker's lock."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.outbox: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
+        self.pending: list[Outcome] = []
+        self.unstored = 0
+        self.thread: threading.Thread | None = None
+        self.stopping = threading.Event()
+        # Set when the thread should stop gathering: a batch is waiting, or nothing runs.
+        self.batch_ready = threading.Event()
+        self.gather_seconds = GATHER_SECONDS
+        self.failures = FailureRun(logger)
+
+    @property
+    def threaded(self) -> bool:
+        return self.thread is not None
+
+    def start_thread(self) -> None:
+        self.thread = threading.Thread(target=self._run, name="later-outcomes", daemon=True)
+        self.thread.start()
+
+    def emit(self, outcome: Outcome) -> None:
+        """Hand an outcome over to be stored; the caller holds the worker's lock."""
+        self.unstored += 1
+        self.outbox.put(outcome)
+        if not self.worker.running or len(self.pending) + self.outbox.qsize() >= BATCH:
+            self.batch_ready.set()
+
+    def _run(self) -> None:
+        """The thread: store outcomes as they come, until stopped and drained."""
+        worker = self.worker
+        limit_idle_transactions(worker.using, worker.backend.later.lease_seconds)
+        try:
+            while True:
+                if not self.pending:
+                    try:
+                        self.pending.append(self.outbox.get(timeout=0.1))
+                    except queue.Empty:
+                        if self.stopping.is_set():
+                            return
+                        continue
+                self._gather()
+                self.collect()
+                worker.wake.set()  # stored outcomes can make more work claimable
+        finally:
+            connections[worker.using].close()
+
+    def _gather(self) -> None:
+        """Wait briefly for more outcomes while jobs that will produce them are running.
+
+        A statement costs about the same for one outcome as for a batch, so the
+        thread stores a batch at a time when jobs finish close together. It stops
+        waiting at a whole batch, at the deadline, when nothing else is running,
+        or when the worker is stopping.
+        """
+        with self.worker.lock:
+            self._take_outbox()
+            waiting = bool(self.worker.running) and len(self.pending) < BATCH
+            if waiting:
+                self.batch_ready.clear()
+        if waiting and not self.stopping.is_set():
+            self.batch_ready.wait(self.gather_seconds)
+
+    def store_now(self, timeout: float = 10.0) -> None:
+        """Store every outcome handed over so far (waiting for the thread, if there is one)."""
+        if self.thread is None:
+            self.collect()
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.thread.is_alive():
+            with self.worker.lock:
+                if self.unstored == 0:
+                    return
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        if self.thread is None:
+            return
+        self.store_now()
+        self.stopping.set()
+        self.thread.join(timeout=10)
+        with self.worker.lock:
+            left = self.unstored
+        if left:
+            logger.error(
+                "%s outcome(s) could not be stored before exit; their leases will lapse and "
+                "the jobs run again",
+                left,
+            )
+
+    def _take_outbox(self) -> None:
+        while True:
+            try:
+                self.pending.append(self.outbox.get_nowait())
+            except queue.Empty:
+                return
+
+    def collect(self) -> None:
+        """Store what is pending in one batch; on failure keep it for the next call."""
+        worker = self.worker
+        self._take_outbox()
+        if not self.pending:
+            return
+        batch = self.pending
+        unstored = [o for o in batch if o.stored is None]  # atomic tasks stored their own
+        try:
+            written = [o for o in batch if o.stored] + retrying(
+                lambda: record_outcomes(
+                    worker.namespace,
+                    worker.id,
+                    unstored,
+                    retention_seconds=worker.backend.later.retention_seconds,
+                    using=worker.using,
+                ),
+                what="record outcomes",
+                using=worker.using,
+            )
+        except Exception as e:  # noqa: BLE001  (FailureRun logs it, traceback first)
+            self.failures.failed(
+                e,
+                f"could not store {len(batch)} outcome(s); will try again",
+                f"still cannot store {len(batch)} outcome(s)",
+            )
+            time.sleep(0.5)
+            return
+        if self.failures.ended():
+            logger.warning("stored %s outcome(s) held since the database failed", len(batch))
+        self.pending = []
+        with worker.lock:
+            self.unstored -= len(batch)
+        now = timezone.now()
+        worker.counts["fenced"] += len(batch) - len(written)
+        if any(o.record is not None and o.record.topic is not None for o in written):
+            partitions.heads_may_be_due(worker)  # the partition's next job may be runnable now
+        for outcome in written:
+            worker.counts[outcome.kind] += 1
+            for stage in outcome.transitions:
+                worker.metrics.transition(stage, now)
+            level = (
+                logging.DEBUG
+                if outcome.routine
+                else OUTCOME_LOG_LEVELS.get(outcome.kind, logging.INFO)
+            )
+            if logger.isEnabledFor(level):
+                logger.log(level, "job %s id=%s", outcome.kind, outcome.job_id)
