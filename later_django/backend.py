@@ -27,11 +27,9 @@ from .tasks_api import (
     TASK_MIN_PRIORITY,
     BaseTaskBackend,
     InvalidTask,
-    InvalidTaskBackend,
     Task,
     TaskResult,
     TaskResultDoesNotExist,
-    task_backends,
     task_enqueued,
 )
 from .topics.enqueueing import insert_with_partitions, route_fields, validate_routing
@@ -139,10 +137,10 @@ class LaterBackend(BaseTaskBackend):
         super().__init__(alias, params)
         self.options_error: InvalidArgument | None = None
         try:
-            self.later = options_module.parse(self.options)
+            self.later = options_module.parse(self.options, alias=alias)
         except InvalidArgument as e:
             self.options_error = e
-            self.later = options_module.BackendOptions()
+            self.later = options_module.BackendOptions(alias=alias)
 
     @property
     def namespace(self) -> str:
@@ -166,7 +164,7 @@ class LaterBackend(BaseTaskBackend):
             from .checks import check_renewal
             from .schedules.definitions import check_declared
 
-            errors.extend(check_declared(self))
+            errors.extend(check_declared(self.later))
             errors.extend(check_renewal(self.alias, self.later.lease_seconds))
         if self.later.database not in settings.DATABASES:
             errors.append(
@@ -304,7 +302,7 @@ class LaterBackend(BaseTaskBackend):
             ),
             timeout=task.timeout if isinstance(task, LaterTask) else None,
             parent_id=task.after if isinstance(task, LaterTask) else None,
-            **route_fields(self, task),
+            **route_fields(self.later, task),
         )
         stage = Stage.DELAYED if run_at > now else Stage.ENQUEUED
         return NewJob(record=record, stage=stage, run_at=run_at, enqueued_at=now)
@@ -329,14 +327,39 @@ class LaterBackend(BaseTaskBackend):
 
     def _insert(self, jobs: list[NewJob]) -> None:
         # Ordered (topic) jobs get their sequence numbers in the same transaction.
-        insert_with_partitions(self, jobs, self._insert_rows)
+        insert_with_partitions(self.later, jobs, self._insert_rows)
 
     def _insert_rows(self, jobs: Sequence[NewJob]) -> None:
         if any(job.record.parent_id is not None for job in jobs):
             # Continuations take their stage from the parent's, read under a lock.
-            insert_continuations(self, jobs)
+            insert_continuations(self.later, jobs)
         else:
             insert_jobs(self.namespace, jobs, using=self.database)
+
+    def enqueue_partitioned(
+        self,
+        task: Task,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        *,
+        topic: str,
+        key: str,
+        **using_options: Any,
+    ) -> TaskResult:
+        """Enqueue ``task`` into partition ``key`` of ``topic``, whether or not it is ordered.
+
+        For code that orders a task by its own key, such as sequential schedules
+        (topic ``"later.schedules"``, keyed by schedule identifier).
+        ``using_options`` go to ``task.using()``. Runs in the caller's transaction.
+        """
+        if not isinstance(task, LaterTask):
+            raise InvalidArgument(
+                f"task is {task!r}; only tasks of a Later backend (LaterTask) can be partitioned."
+            )
+        if using_options:
+            task = task.using(**using_options)
+        ordered = replace(task, topic=topic, partition_key=key)
+        return self.enqueue(ordered, list(args), dict(kwargs))
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Store a job in the current transaction of the backend's database."""
@@ -358,24 +381,7 @@ class LaterBackend(BaseTaskBackend):
         return [self._result_for(task, job) for job in jobs]
 
     def get_result(self, result_id: str) -> TaskResult:
-        result = load_result(self, result_id)
+        result = load_result(self.later, result_id)
         if result is None:
             raise TaskResultDoesNotExist(result_id)
         return result
-
-
-def later_backend_named(alias: str, *, needed_by: str) -> LaterBackend:
-    """The Later backend of a TASKS alias; InvalidArgument for any other alias.
-
-    ``needed_by`` finishes the sentence of the error, e.g. "cancel() needs".
-    """
-    try:
-        backend = task_backends[alias]
-    except InvalidTaskBackend as e:
-        raise InvalidArgument(f"backend is {alias!r}, which is not a TASKS alias.") from e
-    if not isinstance(backend, LaterBackend):
-        raise InvalidArgument(
-            f"backend is {alias!r}, a {type(backend).__name__}; {needed_by} a backend whose "
-            "BACKEND is 'later_django.backend.LaterBackend'."
-        )
-    return backend

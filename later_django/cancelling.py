@@ -20,7 +20,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from . import jobs
-from .backend import later_backend_named
+from .aliases import later_options
 from .db import CANCEL_CHANNEL, from_db, is_postgres, to_db, write_transaction
 from .exceptions import InvalidArgument, InvalidTransition, JobNotFound
 from .records import to_micros
@@ -49,7 +49,7 @@ def cancel(
     Asking again while it runs changes nothing. Raises JobNotFound for an
     unknown (or expired) id and InvalidTransition for a finished job.
     """
-    later = later_backend_named(backend, needed_by="cancel() needs")
+    later = later_options(backend, needed_by="cancel() needs")
     job_id = _job_id(result_id)
     if reason is not None and (not isinstance(reason, str) or len(reason) > REASON_LENGTH):
         raise InvalidArgument(

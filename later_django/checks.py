@@ -87,7 +87,7 @@ def check_renewal(alias: str, lease_seconds: float) -> list[checks.CheckMessage]
 
     Called by the backend's own check, which knows the alias's ``lease_seconds``.
     """
-    from .worker.leases import RENEWALS_PER_LEASE, renewal_interval
+    from .conf import RENEWALS_PER_LEASE, renewal_interval
 
     heartbeat = getattr(
         settings, "LATER_HEARTBEAT_INTERVAL", SETTINGS["LATER_HEARTBEAT_INTERVAL"].default

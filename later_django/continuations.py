@@ -34,7 +34,7 @@ from .schedules import SCHEDULES_TOPIC
 from .states import UNFINISHED, UNSUCCESSFUL, Stage
 
 if TYPE_CHECKING:
-    from .backend import LaterBackend
+    from .options import BackendOptions
 
 _WAITING, _CANCELLED = f"'{Stage.WAITING}'", f"'{Stage.CANCELLED}'"
 
@@ -80,21 +80,21 @@ def _parent_rows(cursor: Any, namespace: str, ids: list[str], now: datetime) -> 
     return {row[0]: row[1:] for row in cursor.fetchall()}
 
 
-def insert_continuations(backend: LaterBackend, jobs: Sequence[NewJob]) -> None:
+def insert_continuations(later: BackendOptions, jobs: Sequence[NewJob]) -> None:
     """Store continuations, each in the stage its parent's current stage calls for.
 
     Raises JobNotFound, writing nothing, when a parent is unknown (or expired).
     A child of a parent that already failed or was cancelled is stored
     ``cancelled`` at once; of one that succeeded, runnable at once.
     """
-    namespace, using = backend.namespace, backend.database
+    namespace, using = later.namespace, later.database
     wanted = sorted({check_parent_id(j.record.parent_id) for j in jobs})
     with write_transaction(using) as cursor:
         now = timezone.now()
         parents = _parent_rows(cursor, namespace, wanted, now)
         missing = [parent_id for parent_id in wanted if parent_id not in parents]
         if not missing:
-            _insert(backend, cursor, jobs, parents, now)
+            _insert(later, cursor, jobs, parents, now)
     if missing:
         # Raised outside the write block, which may be the caller's own transaction:
         # a refusal must leave it usable.
@@ -105,9 +105,9 @@ def insert_continuations(backend: LaterBackend, jobs: Sequence[NewJob]) -> None:
 
 
 def _insert(
-    backend: LaterBackend, cursor: Any, jobs: Sequence[NewJob], parents: dict, now: datetime
+    later: BackendOptions, cursor: Any, jobs: Sequence[NewJob], parents: dict, now: datetime
 ) -> None:
-    namespace = backend.namespace
+    namespace = later.namespace
     doomed: dict[str, str] = {}
     joining: list[NewJob] = []
     for job in jobs:
@@ -127,10 +127,10 @@ def _insert(
     if joining:
         from .topics.enqueueing import place
 
-        place(cursor, backend, joining)
-    insert_jobs(namespace, jobs, using=backend.database)
+        place(cursor, later, joining)
+    insert_jobs(namespace, jobs, using=later.database)
     if doomed:
-        expire_at = now + timedelta(seconds=backend.later.retention_seconds)
+        expire_at = now + timedelta(seconds=later.retention_seconds)
         _cancel(cursor, namespace, doomed, now, expire_at)
         for job in jobs:
             if job.record.id in doomed:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from . import continuations
-from .backend import LaterBackend
+from .aliases import options_of
 from .db import write_transaction
 from .exceptions import InvalidTransition, JobNotFound, UndecodableJob
 from .models import DeliveryCommand, JobExecution, JobIndexRow, StorageValue
@@ -25,11 +25,16 @@ from .results import load_record
 from .states import FINISHED, PENDING, RETRYABLE, Stage
 from .tasks_api import task_backends
 
+if TYPE_CHECKING:
+    from .backend import LaterBackend
+
 
 def backend_for(namespace: str) -> LaterBackend:
+    """The Later backend whose jobs live in ``namespace``; JobNotFound if none does."""
     for backend in task_backends.all():
-        if isinstance(backend, LaterBackend) and backend.namespace == namespace:
-            return backend
+        later = options_of(backend)
+        if later is not None and later.namespace == namespace:
+            return cast("LaterBackend", backend)
     raise JobNotFound(f"No Later task backend uses namespace {namespace!r}.")
 
 
@@ -223,7 +228,7 @@ def retry_job(job_id: str, *, namespace: str) -> None:
             from .topics.enqueueing import requeue_in_partition
 
             requeue_in_partition(
-                backend, NewJob(record=record, stage=stage, run_at=now, enqueued_at=now)
+                backend.later, NewJob(record=record, stage=stage, run_at=now, enqueued_at=now)
             )
             _save_record(namespace, record, using, None)
             return

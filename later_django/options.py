@@ -27,6 +27,13 @@ class LogPolicy:
 
 @dataclass(frozen=True)
 class BackendOptions:
+    """A Later backend alias's parsed OPTIONS: the plain value the engine's functions take.
+
+    ``alias`` is the ``TASKS`` alias they belong to, named in messages and in
+    the ``backend`` of the results read back.
+    """
+
+    alias: str = "default"
     namespace: str = "default"
     database: str = "default"
     lease_seconds: float = 30.0
@@ -41,7 +48,7 @@ class BackendOptions:
     log_upkeep: dict[str, LogPolicy] = field(default_factory=dict)  # name: retained-log policy
 
 
-KNOWN = {f for f in BackendOptions.__dataclass_fields__} - {"keep_last", "log_upkeep"}
+KNOWN = {f for f in BackendOptions.__dataclass_fields__} - {"alias", "keep_last", "log_upkeep"}
 TOPIC_KEYS = ("partitions", "keep_last", "log_compact", "log_retention")
 
 
@@ -145,7 +152,7 @@ def _topics(topics: Any) -> tuple[dict[str, int], dict[str, int], dict[str, LogP
     return counts, bounds, policies
 
 
-def parse(options: dict[str, Any]) -> BackendOptions:
+def parse(options: dict[str, Any], *, alias: str = "default") -> BackendOptions:
     """Validate a backend alias's OPTIONS; raise InvalidArgument naming the bad value."""
     if not isinstance(options, dict):
         raise InvalidArgument(f"OPTIONS is {options!r}; it must be a dict.")
@@ -170,6 +177,7 @@ def parse(options: dict[str, Any]) -> BackendOptions:
     if not isinstance(database, str) or not database:
         raise InvalidArgument(f"OPTIONS['database'] is {database!r}; it must be a DATABASES alias.")
     return BackendOptions(
+        alias=alias,
         namespace=namespace,
         database=database,
         lease_seconds=_number(options, "lease_seconds", 30.0, 1.0),

@@ -16,7 +16,7 @@ from .states import STATUS, Stage
 from .tasks_api import Task, TaskError, TaskResult
 
 if TYPE_CHECKING:
-    from .backend import LaterBackend
+    from .options import BackendOptions
 
 
 def live(now: Any) -> Q:
@@ -133,7 +133,7 @@ class UnavailableTask(Task):
         pass
 
 
-def unavailable_task(backend: LaterBackend, record: JobRecord, reason: str) -> UnavailableTask:
+def unavailable_task(later: BackendOptions, record: JobRecord, reason: str) -> UnavailableTask:
     def unavailable(*args: Any, **kwargs: Any) -> Any:
         raise TaskUnavailable(reason)
 
@@ -143,7 +143,7 @@ def unavailable_task(backend: LaterBackend, record: JobRecord, reason: str) -> U
     return UnavailableTask(
         func=unavailable,
         priority=record.priority,
-        backend=backend.alias,
+        backend=later.alias,
         queue_name=record.queue_name,
         run_after=from_micros(record.run_after),
         reason=reason,
@@ -151,13 +151,13 @@ def unavailable_task(backend: LaterBackend, record: JobRecord, reason: str) -> U
 
 
 def build_result(
-    backend: LaterBackend, row: JobIndexRow, record: JobRecord, task: Task | None = None
+    later: BackendOptions, row: JobIndexRow, record: JobRecord, task: Task | None = None
 ) -> TaskResult:
     if task is None:
         try:
             task = resolve_task(record.task_path)
         except TaskUnavailable as e:
-            task = unavailable_task(backend, record, str(e))
+            task = unavailable_task(later, record, str(e))
     run_after = from_micros(record.run_after)
     if (task.queue_name, task.priority, task.run_after) != (
         record.queue_name,
@@ -178,7 +178,7 @@ def build_result(
         finished_at=from_micros(record.finished_at),
         args=record.args,
         kwargs=record.kwargs,
-        backend=backend.alias,
+        backend=later.alias,
         errors=[
             TaskError(exception_class_path=e.exception_class_path, traceback=e.traceback)
             for e in record.errors
@@ -190,8 +190,8 @@ def build_result(
     return result
 
 
-def load_result(backend: LaterBackend, job_id: str) -> TaskResult | None:
-    found = load_record(backend.namespace, job_id, using=backend.database)
+def load_result(later: BackendOptions, job_id: str) -> TaskResult | None:
+    found = load_record(later.namespace, job_id, using=later.database)
     if found is None:
         return None
-    return build_result(backend, *found)
+    return build_result(later, *found)

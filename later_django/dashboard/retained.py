@@ -47,7 +47,7 @@ def log_partitions(scope: Scope, topic_name: str, numbers: range) -> list[LogRow
     shown = sorted(set(ends) | set(committed))
     policy = _backend_for(scope).later.log_upkeep.get(topic_name)
     done = (
-        compacted_to(_backend_for(scope), topic_name, shown)
+        compacted_to(_backend_for(scope).later, topic_name, shown)
         if policy is not None and policy.compact
         else {}
     )

@@ -20,9 +20,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ..backend import LaterBackend
 from ..db import connection_for, to_db, write_transaction
 from ..exceptions import InvalidArgument
+from ..options import BackendOptions
 from ..storage import Storage
 from ..topics.registry import partition_count
 from .records import log_backend
@@ -35,7 +35,7 @@ def boundaries(topic: str, *, backend: str = "default") -> dict[int, int]:
     return _boundaries(log_backend(backend), topic)
 
 
-def _boundaries(later: LaterBackend, topic: str) -> dict[int, int]:
+def _boundaries(later: BackendOptions, topic: str) -> dict[int, int]:
     with connection_for(later.database).cursor() as cursor:
         cursor.execute(
             "SELECT partition, MIN(next_offset) FROM later_log_consumer_offset "
@@ -49,7 +49,7 @@ def checkpoint_key(topic: str, partition: int) -> str:
     return f"log:compacted:{topic}:{partition}"
 
 
-def compacted_to(later: LaterBackend, topic: str, partitions: list[int]) -> dict[int, int]:
+def compacted_to(later: BackendOptions, topic: str, partitions: list[int]) -> dict[int, int]:
     """How far compaction has gone in each of ``partitions`` (0 where it has not begun)."""
     stored = Storage(later.namespace, using=later.database).get_many(
         checkpoint_key(topic, p) for p in partitions
@@ -71,7 +71,7 @@ def compact(topic: str, *, backend: str = "default", limit: int = BATCH) -> int:
 
 
 def compact_step(
-    later: LaterBackend, topic: str, partition: int, boundary: int, start: int, *, limit: int
+    later: BackendOptions, topic: str, partition: int, boundary: int, start: int, *, limit: int
 ) -> tuple[int, int]:
     """Compact the records of a partition from offset ``start`` up to ``limit`` of them below
     ``boundary``; return (records deleted, the new checkpoint)."""
@@ -115,7 +115,7 @@ def cleanup(
 
 
 def cleanup_step(
-    later: LaterBackend,
+    later: BackendOptions,
     topic: str,
     partition: int,
     boundary: int,

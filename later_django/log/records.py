@@ -14,9 +14,10 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from ..backend import LaterBackend
+from ..aliases import options_of
 from ..db import connection_for, from_db, to_db, write_transaction
 from ..exceptions import InvalidArgument
+from ..options import BackendOptions
 from ..tasks_api import task_backends
 from ..topics.registry import ensure_layout, partition_count
 from ..topics.routing import check_key, partition_for_key
@@ -34,14 +35,16 @@ class Record:
     appended_at: datetime
 
 
-def log_backend(alias: str) -> LaterBackend:
+def log_backend(alias: str) -> BackendOptions:
+    """The parsed OPTIONS of the Later backend ``alias``, whose database keeps the log."""
     backend = task_backends[alias]
-    if not isinstance(backend, LaterBackend):
+    later = options_of(backend)
+    if later is None:
         raise InvalidArgument(
             f"Task backend {alias!r} is {type(backend).__name__}; the retained log needs one whose "
             "BACKEND is 'later_django.backend.LaterBackend'."
         )
-    return backend
+    return later
 
 
 def _check_partition(topic: str, partition: object, count: int) -> int:

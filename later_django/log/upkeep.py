@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ..backend import LaterBackend
-from ..options import LogPolicy
+from ..options import BackendOptions, LogPolicy
 from .compaction import _boundaries, cleanup_step, compact_step, compacted_to
 
 PARTITIONS_PER_TURN = 64
@@ -32,7 +31,7 @@ class Turn:
 
 
 def keep(
-    later: LaterBackend,
+    later: BackendOptions,
     policies: dict[str, LogPolicy],
     after: tuple[str, int] | None,
     *,

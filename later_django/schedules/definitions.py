@@ -8,19 +8,17 @@ here, naming it, so a worker never meets a schedule it cannot run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.core import checks
 
+from ..aliases import later_options
 from ..exceptions import InvalidArgument, LaterError, SerializationError
-from ..options import validate_name
+from ..options import BackendOptions, validate_name
 from ..records import check_arguments, pack
 from ..results import resolve_task
 from ..tasks_api import InvalidTask, Task
 from .cron import check_cron
-
-if TYPE_CHECKING:
-    from ..backend import LaterBackend
 
 SETTINGS_KEYS = ("cron", "task", "args", "kwargs", "sequential")
 
@@ -49,11 +47,9 @@ class Definition:
         )
 
 
-def later_backend(alias: str) -> LaterBackend:
-    """The Later backend of a TASKS alias; InvalidArgument for any other backend."""
-    from ..backend import later_backend_named
-
-    return later_backend_named(alias, needed_by="schedules need")
+def later_backend(alias: str) -> BackendOptions:
+    """The parsed OPTIONS of a TASKS alias's Later backend; InvalidArgument for any other."""
+    return later_options(alias, needed_by="schedules need")
 
 
 def _task(task: Any, field: str, alias: str | None) -> Task:
@@ -84,7 +80,7 @@ def define(
     origin: str,
     backend: str | None = None,
     prefix: str = "",
-) -> tuple[LaterBackend, Definition]:
+) -> tuple[BackendOptions, Definition]:
     """Check every part of a schedule; return its backend and definition.
 
     ``backend`` (a TASKS alias) overrides the task's own; ``prefix`` names the
@@ -127,13 +123,13 @@ def define(
     )
 
 
-def declared(backend: LaterBackend) -> list[Definition]:
+def declared(later: BackendOptions) -> list[Definition]:
     """The schedules declared in a backend alias's OPTIONS, checked; InvalidArgument if not."""
     found = []
-    for identifier, spec in backend.later.schedules.items():
-        prefix = f"TASKS[{backend.alias!r}]['OPTIONS']['schedules'][{identifier!r}]"
+    for identifier, spec in later.schedules.items():
+        prefix = f"TASKS[{later.alias!r}]['OPTIONS']['schedules'][{identifier!r}]"
         if not isinstance(identifier, str):
-            prefix = f"TASKS[{backend.alias!r}]['OPTIONS']['schedules']"
+            prefix = f"TASKS[{later.alias!r}]['OPTIONS']['schedules']"
         if not isinstance(spec, dict):
             raise InvalidArgument(
                 f"{prefix} is {spec!r}; it must be a dict with 'cron' and 'task' and optionally "
@@ -156,17 +152,17 @@ def declared(backend: LaterBackend) -> list[Definition]:
             spec.get("kwargs", {}),
             sequential=spec.get("sequential", False),
             origin="settings",
-            backend=backend.alias,
+            backend=later.alias,
             prefix=prefix,
         )
         found.append(definition)
     return found
 
 
-def check_declared(backend: LaterBackend) -> list[checks.CheckMessage]:
+def check_declared(later: BackendOptions) -> list[checks.CheckMessage]:
     """System check: every schedule declared in the backend's OPTIONS is valid (later.E010)."""
     try:
-        declared(backend)
+        declared(later)
     except InvalidArgument as e:
         return [
             checks.Error(

@@ -54,7 +54,7 @@ UNPAUSED = "namespace = %s AND paused = %s AND NOT paused"
 
 def sync_declared(backend: LaterBackend) -> None:
     """Store the schedules declared in the backend's OPTIONS; raise InvalidArgument if bad."""
-    definitions = declared(backend)
+    definitions = declared(backend.later)
     removed = replace_declared(backend.namespace, definitions, using=backend.database)
     if definitions or removed:
         logger.info(
@@ -180,10 +180,8 @@ def _enqueue(
     )
     result: TaskResult
     if sequential:
-        from ..topics.enqueueing import enqueue_partitioned
-
-        result = enqueue_partitioned(
-            backend, task, data["args"], data["kwargs"], topic=SCHEDULES_TOPIC, key=identifier
+        result = backend.enqueue_partitioned(
+            task, data["args"], data["kwargs"], topic=SCHEDULES_TOPIC, key=identifier
         )
     else:
         result = backend.enqueue(task, data["args"], data["kwargs"])

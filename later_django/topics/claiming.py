@@ -20,9 +20,9 @@ from typing import Any
 
 from django.utils import timezone
 
+from ..claims import Claimed, decode_row, store_lost_attempts
 from ..db import connection_for, hot_cursor, is_postgres, to_db, write_transaction
 from ..states import FINISHED, Stage
-from ..worker.claiming import Claimed, _decode, _store_lost_attempts
 from .assignment import Preference
 from .completion import PARTITION, advance
 from .picking import lease_sqlite, pick_sql, take_postgres
@@ -67,7 +67,7 @@ def claim_heads(
             break
     lost = [c for c in claimed if c.record is not None and _took_over(c)]
     if lost:
-        _store_lost_attempts(namespace, list(lost), using)
+        store_lost_attempts(namespace, list(lost), using)
     return claimed
 
 
@@ -113,7 +113,7 @@ def _round(namespace, owner, room, lease_seconds, preference, queues, running, u
             _skip(cursor, namespace, ended, now)
     items = []
     for head, row in taken:
-        item = _decode(row, owner, now)
+        item = decode_row(row, owner, now)
         items.append(
             PartitionClaimed(
                 **{f.name: getattr(item, f.name) for f in fields(Claimed)},

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..db import (
@@ -27,12 +26,12 @@ from ..enqueue import NewJob
 from ..exceptions import InvalidArgument, PayloadDecodeError, TopicLayoutMismatch
 from ..options import validate_name
 from ..records import JobRecord
-from ..tasks_api import InvalidTask, Task, TaskResult
+from ..tasks_api import InvalidTask, Task
 from .registry import check_layout, partition_count
 from .routing import check_key, partition_for_key
 
 if TYPE_CHECKING:
-    from ..backend import LaterBackend
+    from ..options import BackendOptions
 
 ROWS_PER_STATEMENT = 1000
 
@@ -55,7 +54,7 @@ def validate_routing(task: Task) -> None:
         )
 
 
-def route_fields(backend: LaterBackend, task: Task) -> dict[str, Any]:
+def route_fields(later: BackendOptions, task: Task) -> dict[str, Any]:
     """The record fields that place an ordered task's job in its partition ({} otherwise).
 
     Raises InvalidArgument when an ordered task is enqueued without a key and
@@ -70,12 +69,12 @@ def route_fields(backend: LaterBackend, task: Task) -> dict[str, Any]:
             f"partition_key is None for task {task.module_path!r}, which is ordered by topic "
             f"{topic!r}; name the key of every enqueue: task.using(partition_key=...).enqueue()."
         )
-    count = partition_count(backend, topic)
+    count = partition_count(later, topic)
     return {"topic": topic, "partition_key": key, "partition": partition_for_key(key, count)}
 
 
 def insert_with_partitions(
-    backend: LaterBackend, jobs: Sequence[NewJob], insert: Callable[[Sequence[NewJob]], None]
+    later: BackendOptions, jobs: Sequence[NewJob], insert: Callable[[Sequence[NewJob]], None]
 ) -> None:
     """Run ``insert(jobs)``, first placing the ordered ones in their partitions, atomically.
 
@@ -86,14 +85,14 @@ def insert_with_partitions(
     if not orphans and all(job.record.topic is None for job in jobs):
         insert(jobs)
         return
-    with write_transaction(backend.database) as cursor:
+    with write_transaction(later.database) as cursor:
         if orphans:
-            _inherit_partitions(cursor, backend.namespace, orphans)
+            _inherit_partitions(cursor, later.namespace, orphans)
         ordered = [job for job in jobs if job.record.topic is not None]
-        refused = _check_layouts(cursor, backend, ordered)
+        refused = _check_layouts(cursor, later, ordered)
         if refused is None:
             if ordered:
-                place(cursor, backend, ordered)
+                place(cursor, later, ordered)
             insert(jobs)
     if refused is not None:
         # Raised outside the write block, which may be the caller's own transaction:
@@ -132,22 +131,22 @@ def _inherit_partitions(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> 
 
 
 def _check_layouts(
-    cursor: Any, backend: LaterBackend, jobs: Sequence[NewJob]
+    cursor: Any, later: BackendOptions, jobs: Sequence[NewJob]
 ) -> TopicLayoutMismatch | None:
     for topic in sorted({job.record.topic for job in jobs if job.record.topic is not None}):
-        refused = check_layout(cursor, backend, topic, partition_count(backend, topic))
+        refused = check_layout(cursor, later, topic, partition_count(later, topic))
         if refused is not None:
             return refused
     return None
 
 
-def place(cursor: Any, backend: LaterBackend, jobs: Sequence[NewJob]) -> None:
+def place(cursor: Any, later: BackendOptions, jobs: Sequence[NewJob]) -> None:
     """Allocate sequence numbers and write partition rows and missing heads for ``jobs``.
 
     The caller has checked the topics' layouts in this transaction.
     """
-    connection = connection_for(backend.database)
-    namespace = backend.namespace
+    connection = connection_for(later.database)
+    namespace = later.namespace
     groups: dict[tuple[str, int], list[NewJob]] = defaultdict(list)
     for job in jobs:
         topic, partition = job.record.topic, job.record.partition
@@ -204,35 +203,7 @@ def place(cursor: Any, backend: LaterBackend, jobs: Sequence[NewJob]) -> None:
         cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, namespace])
 
 
-def enqueue_partitioned(
-    backend: LaterBackend,
-    task: Task,
-    args: Sequence[Any],
-    kwargs: dict[str, Any],
-    *,
-    topic: str,
-    key: str,
-    **using_options: Any,
-) -> TaskResult:
-    """Enqueue ``task`` into partition ``key`` of ``topic``, whether or not it is ordered.
-
-    For engine code that orders a task by its own key, such as sequential
-    schedules (topic ``"later.schedules"``, keyed by schedule identifier).
-    ``using_options`` go to ``task.using()``. Runs in the caller's transaction.
-    """
-    from ..backend import LaterTask
-
-    if not isinstance(task, LaterTask):
-        raise InvalidArgument(
-            f"task is {task!r}; only tasks of a Later backend (LaterTask) can be partitioned."
-        )
-    if using_options:
-        task = task.using(**using_options)
-    ordered = replace(task, topic=topic, partition_key=key)
-    return backend.enqueue(ordered, list(args), dict(kwargs))
-
-
-def requeue_in_partition(backend: LaterBackend, job: NewJob) -> None:
+def requeue_in_partition(later: BackendOptions, job: NewJob) -> None:
     """Put an ended ordered job back at the tail of its partition, for a manual retry.
 
     Its partition has moved on, so it gets a new sequence number (set on
@@ -240,9 +211,9 @@ def requeue_in_partition(backend: LaterBackend, job: NewJob) -> None:
     there now; it gets no delivery-queue command. Runs in the caller's
     transaction; the caller stores the record afterwards.
     """
-    with write_transaction(backend.database) as cursor:
-        place(cursor, backend, [job])
+    with write_transaction(later.database) as cursor:
+        place(cursor, later, [job])
         cursor.execute(
             "UPDATE later_jobs_index SET sequence = %s WHERE namespace = %s AND job_id = %s",
-            [job.record.sequence, backend.namespace, job.record.id],
+            [job.record.sequence, later.namespace, job.record.id],
         )

@@ -20,16 +20,17 @@ def register_after_migrate(sender: Any, using: str = "default", **kwargs: Any) -
     """
     if getattr(sender, "label", None) != LABEL:
         return
-    from ..backend import LaterBackend
+    from ..aliases import options_of
     from ..tasks_api import task_backends
     from .registry import register_topics
 
     if "later_topic" not in connections[using].introspection.table_names():
         return  # migrated backwards past the table
     for backend in task_backends.all():
+        later = options_of(backend)
         if (
-            isinstance(backend, LaterBackend)
-            and backend.options_error is None
-            and backend.database == using
+            later is not None
+            and getattr(backend, "options_error", None) is None
+            and later.database == using
         ):
-            register_topics(backend)
+            register_topics(later)

@@ -19,7 +19,7 @@ from ..db import connection_for, placeholders, to_db, write_transaction
 from ..exceptions import InvalidArgument, InvalidTransition, TopicLayoutMismatch, UnknownTopic
 
 if TYPE_CHECKING:
-    from ..backend import LaterBackend
+    from ..options import BackendOptions
 
 # Reserved topics every backend alias has without declaring them. Sequential
 # schedules run their occurrences through "later.schedules", keyed by schedule.
@@ -29,9 +29,9 @@ _verified: set[tuple[str, str, str, int]] = set()
 _verified_lock = threading.Lock()
 
 
-def topics_of(backend: LaterBackend) -> dict[str, int]:
+def topics_of(later: BackendOptions) -> dict[str, int]:
     """Every topic of a backend alias, declared and reserved, with its partition count."""
-    declared = backend.later.topics
+    declared = later.topics
     for name in RESERVED_TOPICS:
         if name in declared:
             raise InvalidArgument(
@@ -41,24 +41,24 @@ def topics_of(backend: LaterBackend) -> dict[str, int]:
     return {**declared, **RESERVED_TOPICS}
 
 
-def partition_count(backend: LaterBackend, name: str) -> int:
+def partition_count(later: BackendOptions, name: str) -> int:
     """The configured partition count of topic ``name``; UnknownTopic if it has none."""
-    known = topics_of(backend)
+    known = topics_of(later)
     if name not in known:
-        declared = ", ".join(repr(t) for t in sorted(backend.later.topics)) or "none"
+        declared = ", ".join(repr(t) for t in sorted(later.topics)) or "none"
         raise UnknownTopic(
-            f"Topic {name!r} is not declared in TASKS[{backend.alias!r}]['OPTIONS']['topics'] "
+            f"Topic {name!r} is not declared in TASKS[{later.alias!r}]['OPTIONS']['topics'] "
             f"(declared topics: {declared}); declare it with its partition count."
         )
     return known[name]
 
 
 def _mismatch(
-    backend: LaterBackend, name: str, stored: int, configured: int
+    later: BackendOptions, name: str, stored: int, configured: int
 ) -> TopicLayoutMismatch:
     return TopicLayoutMismatch(
         f"Topic {name!r} has {stored} partitions in the database but "
-        f"TASKS[{backend.alias!r}]['OPTIONS']['topics'][{name!r}] is {configured}; a live "
+        f"TASKS[{later.alias!r}]['OPTIONS']['topics'][{name!r}] is {configured}; a live "
         "topic's partition count changes only through "
         "later_django.topics.registry.change_partition_count in a migration (docs/topics.md)."
     )
@@ -81,24 +81,24 @@ def _upsert(cursor: Any, connection: Any, namespace: str, topics: dict[str, int]
     return dict(cursor.fetchall())
 
 
-def register_topics(backend: LaterBackend) -> dict[str, int]:
+def register_topics(later: BackendOptions) -> dict[str, int]:
     """Store every topic of ``backend`` not stored yet; raise if a stored count differs.
 
     Runs at worker start and after ``migrate``; returns the topics checked.
     """
-    topics = topics_of(backend)
-    with write_transaction(backend.database) as cursor:
-        stored = _upsert(cursor, connection_for(backend.database), backend.namespace, topics)
+    topics = topics_of(later)
+    with write_transaction(later.database) as cursor:
+        stored = _upsert(cursor, connection_for(later.database), later.namespace, topics)
     for name, count in topics.items():
         if stored[name] != count:
-            raise _mismatch(backend, name, stored[name], count)
+            raise _mismatch(later, name, stored[name], count)
     with _verified_lock:
-        _verified.update((backend.database, backend.namespace, n, c) for n, c in topics.items())
+        _verified.update((later.database, later.namespace, n, c) for n, c in topics.items())
     return topics
 
 
 def check_layout(
-    cursor: Any, backend: LaterBackend, name: str, count: int
+    cursor: Any, later: BackendOptions, name: str, count: int
 ) -> TopicLayoutMismatch | None:
     """Check, inside the caller's transaction, that ``name`` is stored with ``count``.
 
@@ -107,24 +107,24 @@ def check_layout(
     process checks each topic once; the check is remembered only after the
     transaction that made it commits.
     """
-    key = (backend.database, backend.namespace, name, count)
+    key = (later.database, later.namespace, name, count)
     if key in _verified:
         return None
-    stored = _upsert(cursor, connection_for(backend.database), backend.namespace, {name: count})
+    stored = _upsert(cursor, connection_for(later.database), later.namespace, {name: count})
     if stored[name] != count:
-        return _mismatch(backend, name, stored[name], count)
+        return _mismatch(later, name, stored[name], count)
 
     def remember() -> None:
         with _verified_lock:
             _verified.add(key)
 
-    transaction.on_commit(remember, using=backend.database)
+    transaction.on_commit(remember, using=later.database)
     return None
 
 
-def ensure_layout(cursor: Any, backend: LaterBackend, name: str, count: int) -> None:
+def ensure_layout(cursor: Any, later: BackendOptions, name: str, count: int) -> None:
     """Like ``check_layout``, but raise TopicLayoutMismatch (failing the caller's block)."""
-    refused = check_layout(cursor, backend, name, count)
+    refused = check_layout(cursor, later, name, count)
     if refused is not None:
         raise refused
 

@@ -60,7 +60,7 @@ def start(worker: Worker) -> None:
     from the configured one, so a misconfigured worker never starts.
     """
     topics = retrying(
-        lambda: register_topics(worker.backend), what="topic registration", using=worker.using
+        lambda: register_topics(worker.backend.later), what="topic registration", using=worker.using
     )
     logger.info(
         "topics registered namespace=%s %s",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..db import connection_for, placeholders, retrying
 from ..exceptions import PayloadDecodeError
 from ..records import JobRecord, Note, job_key, to_micros
-from .outcomes import CANCELLED, RELEASE, SUCCESS, Outcome, _planned
+from .attempt import CANCELLED, RELEASE, SUCCESS, Outcome, planned
 
 if TYPE_CHECKING:
     from .runner import Worker
@@ -95,7 +95,7 @@ def honour_plans(cursor: Any, namespace: str, plans: list, flagged: set[str], no
     """Honour the cancels of the ``flagged`` jobs' outcomes, re-planning them in ``plans``
     (outcomes.py's (outcome, stage, run_at, terminal) tuples); return their new plans."""
     honour(cursor, namespace, [p[0] for p in plans if p[0].job_id in flagged], now)
-    plans[:] = [_planned(p[0], now) if p[0].job_id in flagged else p for p in plans]
+    plans[:] = [planned(p[0], now) if p[0].job_id in flagged else p for p in plans]
     return [p for p in plans if p[0].job_id in flagged]
 
 

@@ -12,75 +12,27 @@ write transaction.
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
 
+from ..claims import Claimed, decode_row, store_lost_attempts
 from ..db import (
     connection_for,
-    from_db,
     hot_cursor,
     is_postgres,
     placeholders,
     to_db,
     write_transaction,
 )
-from ..exceptions import PayloadDecodeError
-from ..records import Attempt, JobRecord, job_key, to_micros
+from ..records import job_key
 from ..states import Stage
 
 logger = logging.getLogger(__name__)
 
 BATCH = 16
 LOST_ATTEMPTS_LIMIT = 5
-
-
-@dataclass
-class Claimed:
-    job_id: str
-    epoch: int
-    enqueued_at: datetime
-    available_at: datetime
-    record: JobRecord | None
-    decode_error: PayloadDecodeError | None = None
-    claimed_at: datetime = field(default_factory=timezone.now)
-    owner: str = ""
-    previous_owner: str | None = None  # holder of a lease that lapsed without an outcome
-    raw: bytes | None = field(default=None, repr=False)  # the stored record, until load()
-    undecodable: bytes | None = field(default=None, repr=False)  # what load() could not decode
-    # Set once a cancel of the job reaches this worker; the task's context reads it.
-    cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
-
-    def load(self) -> None:
-        """Decode the stored record, once, and add this claim's attempt to it.
-
-        A worker's slots call this as a job starts, so the thread that claims
-        spends its time claiming.
-        """
-        raw, self.raw = self.raw, None
-        if raw is None:
-            return
-        try:
-            record = JobRecord.decode(raw, job_id=self.job_id)
-        except PayloadDecodeError as e:
-            self.decode_error, self.undecodable = e, raw
-            return
-        started = to_micros(self.claimed_at) or 0
-        if self.previous_owner is not None:
-            # The execution lease was still there: its holder stopped without an outcome.
-            record.attempts.append(
-                Attempt(
-                    worker_id=self.previous_owner,
-                    started_at=started,
-                    outcome="lost",
-                    finished_at=started,
-                )
-            )
-        record.attempts.append(Attempt(worker_id=self.owner, started_at=started))
-        self.record = record
 
 
 PG_CLAIM = f"""
@@ -256,13 +208,13 @@ def claim(
                 rows = _claim_sqlite(
                     cursor, connection, namespace, owner, queues, now, expires, free
                 )
-    claimed = [_decode(row, owner, now, lazy=lazy) for row in rows]
+    claimed = [decode_row(row, owner, now, lazy=lazy) for row in rows]
     for item in claimed:
         if item.epoch > 1:
             item.load()  # a takeover: its lost attempt is stored now, below
     lost = [c for c in claimed if c.record is not None and c.record.attempts and c.epoch > 1]
     if lost:
-        _store_lost_attempts(namespace, lost, using)
+        store_lost_attempts(namespace, lost, using)
     return claimed
 
 
@@ -281,43 +233,3 @@ def runnable(namespace: str, *, queues: list[str] | None, using: str) -> bool:
             params,
         )
         return cursor.fetchone() is not None
-
-
-def _decode(row: tuple, owner: str, now: datetime, *, lazy: bool = False) -> Claimed:
-    """A claimed job from its row; its record is decoded now, or by ``load()`` if ``lazy``."""
-    job_id, enqueued_at, ready_at, epoch, previous_owner, raw = row
-    item = Claimed(
-        job_id=job_id,
-        epoch=epoch,
-        enqueued_at=from_db(enqueued_at) or now,
-        available_at=from_db(ready_at) or now,
-        record=None,
-        claimed_at=now,
-        owner=owner,
-        previous_owner=previous_owner,
-        raw=None if raw is None else bytes(raw),
-    )
-    if raw is None:
-        item.decode_error = PayloadDecodeError(
-            f"Job {job_id!r} has a queue command but no stored record; it must have been "
-            "deleted while queued."
-        )
-    elif not lazy:
-        item.load()
-    return item
-
-
-def _store_lost_attempts(namespace: str, lost: list[Claimed], using: str) -> None:
-    """Write records that gained a "lost" attempt, so the loss is kept even if this worker
-    dies too (the running attempt is left out: it is stored with the outcome)."""
-    rows = []
-    for item in lost:
-        assert item.record is not None
-        record = item.record
-        current = record.attempts.pop()
-        rows.append((record.encode(), namespace, job_key(item.job_id)))
-        record.attempts.append(current)
-    with write_transaction(using) as cursor:
-        cursor.executemany(
-            "UPDATE later_storage SET value = %s WHERE namespace = %s AND key = %s", rows
-        )

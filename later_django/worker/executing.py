@@ -131,7 +131,7 @@ def abandoned_outcome(
         record.errors.append(error_entry(exc, worker_id))
         record.attempts[-1].outcome = "timeout"
         return Outcome(item.job_id, item.epoch, FAILED, record, timezone.now())
-    result = build_result(backend, _IndexRow(Stage.RUNNING), record, task)  # type: ignore[arg-type]
+    result = build_result(backend.later, _IndexRow(Stage.RUNNING), record, task)  # type: ignore[arg-type]
     return _failure(item, record, exc, backend, worker_id, result)
 
 
@@ -225,7 +225,7 @@ def _attempt(
 ) -> Outcome:
     """Run the task once and return the attempt's outcome; with ``savepoint`` (a database
     alias), its body runs in a savepoint there, undone unless it returns a value to keep."""
-    result = build_result(backend, _IndexRow(Stage.RUNNING), record, task)  # type: ignore[arg-type]
+    result = build_result(backend.later, _IndexRow(Stage.RUNNING), record, task)  # type: ignore[arg-type]
     task_started.send(sender=type(backend), task_result=result)
     args = list(record.args)
     if task.takes_context:
@@ -320,7 +320,7 @@ def _attempt_atomically(
             return outcome
         # The attempt fails with this error and is retried, by the task's policy.
         item.record = clean
-        result = build_result(backend, _IndexRow(Stage.RUNNING), clean, task)  # type: ignore[arg-type]
+        result = build_result(backend.later, _IndexRow(Stage.RUNNING), clean, task)  # type: ignore[arg-type]
         if item.cancel.is_set():
             return cancelled_outcome(item, e, worker_id)
         return _failure(item, clean, e, backend, worker_id, result)

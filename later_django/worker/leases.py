@@ -10,15 +10,6 @@ from django.utils import timezone
 
 from ..db import connection_for, is_postgres, to_db, write_transaction
 
-# Leases are renewed at least this many times per lease, so one late or failed
-# renewal (a retried statement, a busy database) still leaves time for the next.
-RENEWALS_PER_LEASE = 3
-
-
-def renewal_interval(heartbeat_interval: float, lease_seconds: float) -> float:
-    """Seconds between renewals: the heartbeat interval, or a third of the lease if shorter."""
-    return min(heartbeat_interval, lease_seconds / RENEWALS_PER_LEASE)
-
 
 def renew(namespace: str, owner: str, *, lease_seconds: float, using: str) -> None:
     """Push the expiry of every execution lease and queue command ``owner`` holds.

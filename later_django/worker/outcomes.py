@@ -15,8 +15,7 @@ and stored in a transaction that first gives its outcome what the cancel asks
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.utils import timezone
 
@@ -30,37 +29,25 @@ from ..db import (
     to_db,
     write_transaction,
 )
-from ..records import JobRecord, job_key, to_micros
+from ..records import job_key
 from ..states import FINISHED, Stage, sql_list
 from ..topics import completion as partitions
+from .attempt import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, plan, planned
 
 logger = logging.getLogger(__name__)
 
-# What became of an attempt; not stages, though three of them name the stage they lead to.
-SUCCESS, FAILED, RETRY, RELEASE = "success", "failed", "retry", "release"
-CANCELLED = str(Stage.CANCELLED)  # stopped after a cancel reached the worker
-
-
-@dataclass
-class Outcome:
-    job_id: str
-    epoch: int
-    kind: str  # SUCCESS, FAILED, RETRY, RELEASE or CANCELLED
-    record: JobRecord | None
-    finished_at: datetime
-    retry_at: datetime | None = None
-    transitions: list[str] = field(default_factory=list)
-    routine: bool = False  # logged at DEBUG whatever its kind (a release when handing back)
-    released: bool = False  # a release that a cancel turned into CANCELLED
-    # An atomic task's outcome is stored in the task's own transaction (executing.py):
-    # True once committed there, False if fenced out there; None waits for the writer.
-    stored: bool | None = None
-
-    @property
-    def attempts_delta(self) -> int:
-        """A release hands the attempt back: its record no longer has it, nor its index row."""
-        return -1 if self.kind == RELEASE or self.released else 0
-
+# The outcome value and its kinds live in attempt.py; they are imported from here too.
+__all__ = [
+    "CANCELLED",
+    "FAILED",
+    "RELEASE",
+    "RETRY",
+    "SUCCESS",
+    "Outcome",
+    "plan",
+    "planned",
+    "record_outcomes",
+]
 
 # Arrays travel in binary (%b), which psycopg adapts without escaping each element.
 _GIVEN = """unnest(
@@ -142,27 +129,6 @@ UNION ALL SELECT job_id, TRUE, 0 FROM deferred
 """
 
 
-def _plan(outcome: Outcome, now: datetime) -> tuple[Stage, datetime | None, bool]:
-    """The stage an outcome moves its job to, its next run time, and whether it is final."""
-    if outcome.kind == RETRY and outcome.retry_at is not None and outcome.retry_at > now:
-        return Stage.REQUEUED, outcome.retry_at, False
-    if outcome.kind in (RETRY, RELEASE):
-        return Stage.ENQUEUED, now, False
-    if outcome.kind == CANCELLED:
-        return Stage.CANCELLED, None, True
-    return (Stage.SUCCESS if outcome.kind == SUCCESS else Stage.FAILED), None, True
-
-
-def _planned(o: Outcome, now: datetime) -> tuple[Outcome, Stage, datetime | None, bool]:
-    """``o`` with its plan, the plan's stage (and end, if final) written into its record."""
-    stage, run_at, terminal = _plan(o, now)
-    if o.record is not None:
-        o.record.stage = stage
-        if terminal:
-            o.record.finished_at = to_micros(o.finished_at)
-    return o, stage, run_at, terminal
-
-
 def record_outcomes(
     namespace: str,
     owner: str,
@@ -177,7 +143,7 @@ def record_outcomes(
     connection = connection_for(using)
     now = timezone.now()
     expire_at = now + timedelta(seconds=retention_seconds)
-    plans = [_planned(o, now) for o in outcomes]
+    plans = [planned(o, now) for o in outcomes]
     if is_postgres(connection) and not connection.in_atomic_block and _plain(outcomes):
         with hot_cursor(using) as cursor:
             cursor.execute(PG_OUTCOMES_ALONE, _pg_params(namespace, owner, plans, now, expire_at))
@@ -199,7 +165,7 @@ def record_outcomes(
     written = []
     for o in outcomes:
         if o.job_id in held:
-            o.transitions.append(_plan(o, now)[0])  # a cancel may have changed its kind
+            o.transitions.append(plan(o, now)[0])  # a cancel may have changed its kind
             written.append(o)
         else:
             logger.warning(

@@ -15,11 +15,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import TYPE_CHECKING, cast
 
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from ..backend import LaterBackend
+from ..aliases import options_of
 from ..conf import later_settings
 from ..db import limit_idle_transactions, retrying
 from ..exceptions import LaterError
@@ -35,6 +36,9 @@ from .services import Services
 from .slots import Running, Slot, deadline_for
 from .wakeup import PostgresListener, SqliteWatcher, idle_wait, use_wal
 from .writer import OutcomeWriter
+
+if TYPE_CHECKING:
+    from ..backend import LaterBackend
 
 logger = logging.getLogger(__name__)
 
@@ -97,14 +101,15 @@ def later_backend(alias: str, *, needed_by: str) -> LaterBackend:
             f"Task backend {alias!r} is not in settings.TASKS; its aliases are "
             f"{', '.join(task_backends.settings)}."
         ) from e
-    if not isinstance(backend, LaterBackend):
+    if options_of(backend) is None:
         raise LaterError(
             f"Task backend {alias!r} is {type(backend).__name__}; {needed_by} "
             "needs one whose BACKEND is 'later_django.backend.LaterBackend'."
         )
-    if backend.options_error is not None:
-        raise backend.options_error
-    return backend
+    later = cast("LaterBackend", backend)  # its OPTIONS are Later's: a LaterBackend
+    if later.options_error is not None:
+        raise later.options_error
+    return later
 
 
 def check_schema(using: str) -> None:

@@ -23,7 +23,7 @@ from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from .. import counts
-from ..conf import later_settings
+from ..conf import later_settings, renewal_interval
 from ..db import is_transient, limit_idle_transactions, retrying
 from ..log import upkeep as log_upkeep
 from ..schedules import ticking as schedules
@@ -139,7 +139,7 @@ class Services:
         self.threads = [
             Periodic(
                 "later-heartbeat",
-                lambda: leases.renewal_interval(later_settings.heartbeat_interval, limit),
+                lambda: renewal_interval(later_settings.heartbeat_interval, limit),
                 self.heartbeat,
                 using=w.using,
                 idle_limit=limit,
@@ -286,7 +286,7 @@ class Services:
         w = self.worker
         turn = retrying(
             lambda: log_upkeep.keep(
-                w.backend,
+                w.backend.later,
                 w.backend.later.log_upkeep,
                 self.log_after,
                 batch=later_settings.sweep_batch,

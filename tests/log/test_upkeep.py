@@ -43,7 +43,7 @@ def test_compaction_goes_on_from_its_checkpoint_as_groups_move_on():
     append_many("events", [("k", b"v1"), ("k", b"v2"), ("k", b"v3")])
     commit("billing", PARTITION, 2)
     assert compact("events") == 2  # v1 and v2: below the boundary, and replaced by v3
-    assert compacted_to(default_task_backend, "events", [PARTITION]) == {PARTITION: 2}
+    assert compacted_to(default_task_backend.later, "events", [PARTITION]) == {PARTITION: 2}
     assert compact("events") == 0  # nothing new below the boundary
     append_many("events", [("k", b"v4")])
     commit("billing", PARTITION, 10)
@@ -55,7 +55,7 @@ def test_a_compaction_step_takes_at_most_its_limit_of_records():
     append_many("events", [("k", f"v{i}".encode()) for i in range(10)])
     commit("billing", PARTITION, 10)
     assert compact("events", limit=4) == 4  # the step [0, 4): each has a newer record
-    assert compacted_to(default_task_backend, "events", [PARTITION]) == {PARTITION: 4}
+    assert compacted_to(default_task_backend.later, "events", [PARTITION]) == {PARTITION: 4}
     assert compact("events", limit=4) == 4
     assert compact("events", limit=4) == 1  # [8, 10): v8; v9 is the newest and stays
     assert payloads() == [b"v9"]
@@ -72,9 +72,9 @@ def test_a_turn_visits_a_bounded_number_of_partitions_and_resumes_after_the_last
         append_many("events", [(key, b"old"), (key, b"new")])
         commit("billing", partition, 2)
     policies = {"events": LogPolicy(compact=True)}
-    first = log_upkeep.keep(default_task_backend, policies, None, batch=100)
+    first = log_upkeep.keep(default_task_backend.later, policies, None, batch=100)
     assert (first.compacted, first.after, first.more) == (2, ("events", 1), True)
-    second = log_upkeep.keep(default_task_backend, policies, first.after, batch=100)
+    second = log_upkeep.keep(default_task_backend.later, policies, first.after, batch=100)
     assert (second.compacted, second.more) == (2, False)
     assert second.after is None  # every partition seen: the next turn starts again
     assert LogRecord.objects.count() == 4

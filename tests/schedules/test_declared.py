@@ -29,7 +29,7 @@ def declaring(schedules):
 
 def refusal(schedules, exception=InvalidArgument) -> str:
     with declaring(schedules), pytest.raises(exception) as caught:
-        declared(default_task_backend)
+        declared(default_task_backend.later)
     return str(caught.value)
 
 

@@ -16,7 +16,6 @@ from later_django.models import (
 from later_django.records import JobRecord
 from later_django.results import load_record
 from later_django.tasks_api import InvalidTask, default_task_backend
-from later_django.topics.enqueueing import enqueue_partitioned
 from tests import tasks as plain_tasks
 from tests.topics import tasks
 from tests.topics.conftest import ORDERS
@@ -180,9 +179,8 @@ def test_a_malformed_topic_name_is_refused_when_the_task_is_declared():
     )
 
 
-def test_engine_code_can_partition_any_task_into_the_reserved_schedules_topic():
-    result = enqueue_partitioned(
-        default_task_backend,
+def test_the_backend_can_partition_any_task_into_the_reserved_schedules_topic():
+    result = default_task_backend.enqueue_partitioned(
         plain_tasks.record,
         ["schedule", "tick"],
         {},
@@ -218,7 +216,8 @@ def test_a_manually_retried_ordered_job_goes_back_to_the_tail_of_its_partition()
     record = _record(first.id)
     now = timezone.now()
     requeue_in_partition(
-        default_task_backend, NewJob(record=record, stage="enqueued", run_at=now, enqueued_at=now)
+        default_task_backend.later,
+        NewJob(record=record, stage="enqueued", run_at=now, enqueued_at=now),
     )
     assert record.sequence == 3
     assert JobIndexRow.objects.get(job_id=first.id).sequence == 3

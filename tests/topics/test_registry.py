@@ -37,7 +37,7 @@ def test_migrate_of_another_app_registers_nothing():
 def test_registration_refuses_a_stored_count_that_differs_from_the_configured_one():
     Topic.objects.filter(name="events").update(partition_count=2)
     with pytest.raises(TopicLayoutMismatch) as caught:
-        register_topics(backend())
+        register_topics(backend().later)
     assert str(caught.value) == (
         "Topic 'events' has 2 partitions in the database but "
         "TASKS['default']['OPTIONS']['topics']['events'] is 4; a live topic's partition count "
@@ -54,7 +54,7 @@ def test_declaring_the_reserved_topic_is_refused(settings):
         }
     }
     with pytest.raises(InvalidArgument) as caught:
-        register_topics(backend())
+        register_topics(backend().later)
     assert str(caught.value) == (
         "OPTIONS['topics'] declares 'later.schedules'; that name is reserved by later_django "
         "and must not be declared."

@@ -21,14 +21,14 @@ from datetime import datetime
 from django.db.models import F
 from django.utils import timezone
 
-from .. import jobs
-from ..db import from_db, is_postgres, to_db, write_transaction
-from ..exceptions import InvalidTransition
-from ..models import JobIndexRow
-from ..records import Note, to_micros
-from ..results import load_record
-from ..states import PENDING, Stage
-from .completion import PARTITION, advance
+from . import jobs
+from .db import from_db, is_postgres, to_db, write_transaction
+from .exceptions import InvalidTransition
+from .models import JobIndexRow
+from .records import Note, to_micros
+from .results import load_record
+from .states import PENDING, Stage
+from .topics.completion import PARTITION, advance
 
 
 @dataclass
