@@ -1,15 +1,17 @@
-"""How a worker takes part in topics: the calls ``worker/runner.py`` and ``services.py`` make.
+"""How a worker takes part in topics: ``TopicParticipation``, an object each worker owns.
 
-Kept here so the engine files each call topics in one line.
+The worker (``worker/runner.py``), its services and its outcome writer each
+call it in one line: to register the topics at start, to claim partition
+heads in turns with the delivery queue, to renew the leases of the heads it
+runs, and for the partitions' upkeep duties. A job without a topic meets
+none of it beyond that claim turn.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..conf import later_settings
@@ -33,64 +35,63 @@ logger = logging.getLogger(__name__)
 HEADS_RECHECK_SECONDS = 0.05
 
 
-@dataclass
-class _State:
-    assignment: Assignment
-    turn: int = 0
-    none_due_at: float | None = None  # when the last look that found no head to claim began
-    hint_at: float = 0.0  # when an ordered job's outcome was last stored
-    history_after: tuple[str, int] | None = None  # the last partition trimmed, if a turn ran out
+class TopicParticipation:
+    """One worker's part in the topics of its namespace, and the state it keeps for them."""
 
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.assignment = Assignment(worker.namespace, worker.id, worker.using)
+        self.turn = 0
+        self.none_due_at: float | None = None  # when the last look that found no head began
+        self.hint_at = 0.0  # when an ordered job's outcome was last stored
+        self.history_after: tuple[str, int] | None = None  # the last partition trimmed
 
-_states: weakref.WeakKeyDictionary[Worker, _State] = weakref.WeakKeyDictionary()
+    def start(self) -> None:
+        """Register the backend's topics before the worker claims anything.
 
+        Raises TopicLayoutMismatch when a topic's stored partition count differs
+        from the configured one, so a misconfigured worker never starts.
+        """
+        worker = self.worker
+        topics = retrying(
+            lambda: register_topics(worker.backend.later),
+            what="topic registration",
+            using=worker.using,
+        )
+        logger.info(
+            "topics registered namespace=%s %s",
+            worker.namespace,
+            " ".join(f"{name}={count}" for name, count in sorted(topics.items())),
+        )
 
-def _state(worker: Worker) -> _State:
-    state = _states.get(worker)
-    if state is None:
-        state = _State(Assignment(worker.namespace, worker.id, worker.using))
-        _states[worker] = state
-    return state
+    def claim(self, free: int, claim_queue: Callable[[int], list[Claimed]]) -> list[Claimed]:
+        """Claim up to ``free`` jobs: partition heads and delivery-queue commands, in turns.
 
+        Which of the two goes first alternates, so neither starves the other when
+        both have more work than the worker has room for.
+        """
+        self.turn += 1
+        steps = (self._heads, claim_queue) if self.turn % 2 else (claim_queue, self._heads)
+        claimed: list[Claimed] = []
+        for step in steps:
+            if free - len(claimed) > 0:
+                claimed += step(free - len(claimed))
+        return claimed
 
-def start(worker: Worker) -> None:
-    """Register the backend's topics before the worker claims anything.
-
-    Raises TopicLayoutMismatch when a topic's stored partition count differs
-    from the configured one, so a misconfigured worker never starts.
-    """
-    topics = retrying(
-        lambda: register_topics(worker.backend.later), what="topic registration", using=worker.using
-    )
-    logger.info(
-        "topics registered namespace=%s %s",
-        worker.namespace,
-        " ".join(f"{name}={count}" for name, count in sorted(topics.items())),
-    )
-
-
-def claim(worker: Worker, free: int, claim_queue: Callable[[int], list[Claimed]]) -> list[Claimed]:
-    """Claim up to ``free`` jobs: partition heads and delivery-queue commands, in turns.
-
-    Which of the two goes first alternates, so neither starves the other when
-    both have more work than the worker has room for.
-    """
-    state = _state(worker)
-    state.turn += 1
-
-    def heads(room: int) -> list[Claimed]:
+    def _heads(self, room: int) -> list[Claimed]:
+        worker = self.worker
         with worker.lock:
             running = set(worker.running)
         began = time.monotonic()
         if (
             running
-            and state.none_due_at is not None
-            and state.hint_at < state.none_due_at
-            and began - state.none_due_at < HEADS_RECHECK_SECONDS
+            and self.none_due_at is not None
+            and self.hint_at < self.none_due_at
+            and began - self.none_due_at < HEADS_RECHECK_SECONDS
         ):
             return []
         preference = retrying(
-            state.assignment.current, what="partition assignment", using=worker.using
+            self.assignment.current, what="partition assignment", using=worker.using
         )
         found = retrying(
             lambda: claim_heads(
@@ -106,76 +107,73 @@ def claim(worker: Worker, free: int, claim_queue: Callable[[int], list[Claimed]]
             what="partition claim",
             using=worker.using,
         )
-        state.none_due_at = None if found else began
+        self.none_due_at = None if found else began
         return list(found)
 
-    steps = (heads, claim_queue) if state.turn % 2 else (claim_queue, heads)
-    claimed: list[Claimed] = []
-    for step in steps:
-        if free - len(claimed) > 0:
-            claimed += step(free - len(claimed))
-    return claimed
+    def heads_may_be_due(self) -> None:
+        """Look for due heads at the next claim: an ordered job's outcome was just stored."""
+        self.hint_at = time.monotonic()
 
+    def heartbeat(self) -> None:
+        """Renew the partition leases of the heads this worker is running."""
+        worker = self.worker
+        with worker.lock:
+            busy = any(isinstance(r.item, PartitionClaimed) for r in worker.running.values())
+        if busy:
+            retrying(
+                lambda: upkeep.renew(
+                    worker.namespace,
+                    worker.id,
+                    lease_seconds=worker.backend.later.lease_seconds,
+                    using=worker.using,
+                ),
+                what="partition lease renewal",
+                using=worker.using,
+            )
 
-def heads_may_be_due(worker: Worker) -> None:
-    """Look for due heads at the next claim: an ordered job's outcome was just stored."""
-    _state(worker).hint_at = time.monotonic()
+    def duties(self, services: Services) -> None:
+        """Truncate rows behind heads and heal headless partitions, once per heartbeat
+        interval; trim the history of topics with ``keep_last`` once per sweep interval."""
+        if not services.due("partitions", later_settings.heartbeat_interval):
+            return
+        worker = self.worker
+        ns, using = worker.namespace, worker.using
+        removed = retrying(
+            lambda: upkeep.truncate(ns, using=using), what="partition truncation", using=using
+        )
+        healed = retrying(
+            lambda: upkeep.heal(ns, using=using), what="partition healing", using=using
+        )
+        if removed or healed:
+            logger.info(
+                "partitions tidied namespace=%s truncated=%s healed=%s", ns, removed, healed
+            )
+            worker.wake.set()
+        keep_last = worker.backend.later.keep_last
+        if keep_last and services.due("partition history", later_settings.sweep_interval):
+            self.trim_history(keep_last)
+
+    def trim_history(self, keep_last: dict[str, int]) -> None:
+        """Delete finished jobs beyond each bounded topic's ``keep_last``, a bounded turn at
+        a time."""
+        worker = self.worker
+        deleted, self.history_after = retrying(
+            lambda: history.trim(
+                worker.namespace,
+                keep_last,
+                self.history_after,
+                batch=later_settings.sweep_batch,
+                using=worker.using,
+            ),
+            what="partition history",
+            using=worker.using,
+        )
+        if deleted:
+            logger.info(
+                "partition history trimmed namespace=%s deleted=%s", worker.namespace, deleted
+            )
 
 
 def wait_mode(item: Claimed) -> str:
     """The queue-wait metric a claimed job counts under."""
     return "sequential" if isinstance(item, PartitionClaimed) else "regular"
-
-
-def heartbeat(worker: Worker) -> None:
-    """Renew the partition leases of the heads this worker is running."""
-    with worker.lock:
-        busy = any(isinstance(r.item, PartitionClaimed) for r in worker.running.values())
-    if busy:
-        retrying(
-            lambda: upkeep.renew(
-                worker.namespace,
-                worker.id,
-                lease_seconds=worker.backend.later.lease_seconds,
-                using=worker.using,
-            ),
-            what="partition lease renewal",
-            using=worker.using,
-        )
-
-
-def duties(services: Services) -> None:
-    """Truncate rows behind heads and heal headless partitions, once per heartbeat interval;
-    trim the history of topics with ``keep_last`` once per sweep interval."""
-    if not services.due("partitions", later_settings.heartbeat_interval):
-        return
-    worker = services.worker
-    ns, using = worker.namespace, worker.using
-    removed = retrying(
-        lambda: upkeep.truncate(ns, using=using), what="partition truncation", using=using
-    )
-    healed = retrying(lambda: upkeep.heal(ns, using=using), what="partition healing", using=using)
-    if removed or healed:
-        logger.info("partitions tidied namespace=%s truncated=%s healed=%s", ns, removed, healed)
-        worker.wake.set()
-    keep_last = worker.backend.later.keep_last
-    if keep_last and services.due("partition history", later_settings.sweep_interval):
-        trim_history(worker, keep_last)
-
-
-def trim_history(worker: Worker, keep_last: dict[str, int]) -> None:
-    """Delete finished jobs beyond each bounded topic's ``keep_last``, a bounded turn at a time."""
-    state = _state(worker)
-    deleted, state.history_after = retrying(
-        lambda: history.trim(
-            worker.namespace,
-            keep_last,
-            state.history_after,
-            batch=later_settings.sweep_batch,
-            using=worker.using,
-        ),
-        what="partition history",
-        using=worker.using,
-    )
-    if deleted:
-        logger.info("partition history trimmed namespace=%s deleted=%s", worker.namespace, deleted)

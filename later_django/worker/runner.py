@@ -26,7 +26,7 @@ from ..db import limit_idle_transactions, retrying
 from ..exceptions import LaterError
 from ..states import Stage
 from ..tasks_api import InvalidTaskBackend, task_backends
-from ..topics import runtime as partitions
+from ..topics.runtime import TopicParticipation, wait_mode
 from . import timeouts
 from .claiming import BATCH, Claimed, claim
 from .executing import execute, failed_outcome
@@ -167,7 +167,8 @@ class Worker:
         self.reserve = 0  # under lock
         self.job_seconds: float | None = None  # running average of job times (under lock)
         self.cancel_grace = later_settings.cancel_grace  # seconds a cancelled job has to stop
-        partitions.start(self)  # refuses to start with a mismatched topic layout
+        self.topics = TopicParticipation(self)
+        self.topics.start()  # refuses to start with a mismatched topic layout
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -395,7 +396,7 @@ class Worker:
         )
 
     def _claim(self, free: int) -> list[Claimed]:
-        claimed = partitions.claim(self, free, self._claim_queue)  # heads and commands in turns
+        claimed = self.topics.claim(free, self._claim_queue)  # heads and commands in turns
         if not claimed:
             return claimed
         now = timezone.now()
@@ -403,7 +404,7 @@ class Worker:
         self.metrics.transition(Stage.RUNNING, now, len(claimed))
         with self.lock:
             for item in claimed:
-                mode = partitions.wait_mode(item)
+                mode = wait_mode(item)
                 self.metrics.wait(mode, (now - item.available_at).total_seconds() * 1000, now)
                 # The deadline is set when a slot starts the job.
                 self.running[item.job_id] = Running(item=item, started=time.monotonic())

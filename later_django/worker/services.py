@@ -27,7 +27,6 @@ from ..conf import later_settings, renewal_interval
 from ..db import is_transient, limit_idle_transactions, retrying
 from ..log import upkeep as log_upkeep
 from ..schedules import ticking as schedules
-from ..topics import runtime as partitions
 from . import cancels, leases, maintenance
 
 if TYPE_CHECKING:
@@ -178,7 +177,7 @@ class Services:
             what="lease renewal",
             using=w.using,
         )
-        partitions.heartbeat(w)  # leases of the partition heads this worker is running
+        w.topics.heartbeat()  # leases of the partition heads this worker is running
         cancels.deliver(w, w.cancel_grace)  # flags the jobs whose cancel was requested
         retrying(
             lambda: leases.heartbeat(
@@ -235,7 +234,7 @@ class Services:
         if self.due("metrics", METRICS_INTERVAL):
             w.metrics.flush(ns, using=using)
             retrying(lambda: counts.fold(using=using), what="fold stage counts", using=using)
-        partitions.duties(self)  # truncation behind heads, healing headless partitions
+        self.worker.topics.duties(self)  # truncation behind heads, healing headless partitions
         if self.due("statistics", STATISTICS_INTERVAL):
             retrying(
                 lambda: maintenance.refresh_statistics(using=using), what="statistics", using=using

@@ -21,7 +21,6 @@ from django.db import connections
 from django.utils import timezone
 
 from ..db import limit_idle_transactions, retrying
-from ..topics import runtime as partitions
 from .claiming import BATCH
 from .outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
 from .services import FailureRun
@@ -180,7 +179,7 @@ class OutcomeWriter:
         now = timezone.now()
         worker.counts["fenced"] += len(batch) - len(written)
         if any(o.record is not None and o.record.topic is not None for o in written):
-            partitions.heads_may_be_due(worker)  # the partition's next job may be runnable now
+            worker.topics.heads_may_be_due()  # the partition's next job may be runnable now
         for outcome in written:
             worker.counts[outcome.kind] += 1
             for stage in outcome.transitions:
