@@ -326,8 +326,12 @@ class LaterBackend(BaseTaskBackend):
         return result
 
     def _insert(self, jobs: list[NewJob]) -> None:
-        # Ordered (topic) jobs get their sequence numbers in the same transaction.
-        insert_with_partitions(self.later, jobs, self._insert_rows)
+        # Ordered (topic) jobs get their sequence numbers in the same transaction, and a
+        # continuation may inherit its parent's partition; other jobs pass no topic code.
+        if any(job.record.topic is not None or job.record.parent_id is not None for job in jobs):
+            insert_with_partitions(self.later, jobs, self._insert_rows)
+        else:
+            self._insert_rows(jobs)
 
     def _insert_rows(self, jobs: Sequence[NewJob]) -> None:
         if any(job.record.parent_id is not None for job in jobs):

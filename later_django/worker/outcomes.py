@@ -203,7 +203,8 @@ def _record_with_settling(connection, namespace, owner, plans, now, expire_at, u
     """Store outcomes, advance partition heads and settle children, in one transaction."""
     outcomes = [o for o, *_ in plans]
     with write_transaction(using, hot=True) as cursor:
-        heads = partitions.lock_heads(cursor, namespace, outcomes)  # before execution leases
+        # Before the execution leases; plain jobs have no heads and skip the topics code.
+        heads = {} if _plain(outcomes) else partitions.lock_heads(cursor, namespace, outcomes)
         if is_postgres(connection):
             cursor.execute(PG_OUTCOMES, _pg_params(namespace, owner, plans, now, expire_at))
             rows = cursor.fetchall()
@@ -215,7 +216,8 @@ def _record_with_settling(connection, namespace, owner, plans, now, expire_at, u
             held = _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at)
         # A finished head advances its partition in the transaction that stores its state.
         settled = [p for p in plans if p[0].job_id in held]
-        partitions.settle(cursor, namespace, owner, settled, heads, now)
+        if heads:
+            partitions.settle(cursor, namespace, owner, settled, heads, now)
         # Children are released or cancelled in the same transaction as their parents end.
         continuations.settle(
             cursor,
