@@ -6,7 +6,9 @@ Each database is created fresh and dropped afterwards. Figures:
 enqueue (one job per transaction, opened by ``transaction.atomic()`` or
 autocommit's own), bulk enqueue, drain of queued no-op jobs by
 one ``later_worker`` process, enqueue-to-start latency on an idle worker,
-reference figures (one bare row inserted into a logged table per
+the time ``enqueue()`` adds to a ``transaction.atomic()`` block that saves
+one model row, against the time a second row adds (the target is 1.0x or
+less), reference figures (one bare row inserted into a logged table per
 ``transaction.atomic()`` through the driver: BEGIN, INSERT and COMMIT, the
 ceiling for the first enqueue figure; the bulk figure's rows, built
 beforehand, written by the driver alone into trigger-less copies of the job
@@ -61,6 +63,10 @@ def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
     figures["enqueue one per transaction, in autocommit"] = (
         child("enqueue_autocommit", url, "3000") + " jobs/s"
     )
+    # What users feel: enqueue() inside a block that saves a model row anyway.
+    figures["time enqueue() adds to an atomic block saving one row, vs a second row"] = child(
+        "enqueue_in_atomic", url, "1000"
+    )
     # The machine's ceiling for that figure: one bare row per transaction, no Django.
     figures["(reference) BEGIN, one bare row, COMMIT"] = child("floor", url, "3000") + " rows/s"
     figures["(reference) SELECT 1 round trip"] = child("round_trip", url, "3000")
@@ -74,8 +80,9 @@ def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
     _, err = proc.communicate(timeout=3600)
     if proc.returncode:
         raise SystemExit(err.decode())
-    # Every job queued so far: the bulk ones and the 2 x 3,000 enqueued one at a time.
-    figures[f"drain {drain} + 6000 queued no-op jobs, one worker"] = (
+    # Every job queued so far: the bulk ones, the 2 x 3,000 enqueued one at a time and the
+    # 5 x 1,000 enqueued inside blocks that save a row.
+    figures[f"drain {drain} + 11000 queued no-op jobs, one worker"] = (
         child("drain_rate", url) + " jobs/s"
     )
     idle = worker(url, "--concurrency", "8", poll="1.0")
@@ -119,6 +126,9 @@ def child_main(mode: str, args: list[str]) -> None:
             with transaction.atomic():
                 noop.enqueue()
         print(f"{n / (time.perf_counter() - began):,.0f}")
+        return
+    if mode == "enqueue_in_atomic":
+        print(enqueue_in_atomic(int(args[0]), noop))
         return
     if mode == "enqueue_autocommit":
         n = int(args[0])
@@ -192,6 +202,43 @@ def child_main(mode: str, args: list[str]) -> None:
         print(f"{statistics.median(waits):.1f} ms / {waits[int(len(waits) * 0.95)]:.1f} ms")
         return
     raise SystemExit(f"unknown mode {mode!r}")
+
+
+def enqueue_in_atomic(n: int, task, rounds: int = 5) -> str:
+    """What ``task.enqueue()`` adds to a ``transaction.atomic()`` block that saves one model
+    row, against what saving a second row adds; the three kinds of block take turns, in
+    ``rounds`` rounds of ``n`` blocks each, and each cost is the median over the rounds."""
+    from django.contrib.auth.models import Group
+    from django.db import transaction
+
+    counter = iter(range(10**9))
+
+    def one_row() -> None:
+        with transaction.atomic():
+            Group.objects.create(name=f"g{next(counter)}")
+
+    def two_rows() -> None:
+        with transaction.atomic():
+            Group.objects.create(name=f"g{next(counter)}")
+            Group.objects.create(name=f"g{next(counter)}")
+
+    def row_and_enqueue() -> None:
+        with transaction.atomic():
+            Group.objects.create(name=f"g{next(counter)}")
+            task.enqueue()
+
+    times: dict[str, list[float]] = {"one": [], "two": [], "enqueue": []}
+    for _ in range(rounds):
+        for name, block in (("one", one_row), ("two", two_rows), ("enqueue", row_and_enqueue)):
+            began = time.perf_counter()
+            for _ in range(n):
+                block()
+            times[name].append((time.perf_counter() - began) / n * 1e6)
+    one, two, enqueue = (statistics.median(times[k]) for k in ("one", "two", "enqueue"))
+    return (
+        f"+{enqueue - one:.0f} µs for enqueue() vs +{two - one:.0f} µs for a second row "
+        f"({(enqueue - one) / (two - one):.2f}x; one row alone {one:.0f} µs)"
+    )
 
 
 JOB_TABLES = ("later_storage", "later_jobs_index", "later_delivery_queue")
