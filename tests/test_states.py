@@ -35,7 +35,7 @@ SQL_LITERAL = re.compile(rf"'({WORDS})'")
 # Quoted words that equal a stage name but are not a stage: (file, source line) -> why.
 NOT_STAGES = {
     (
-        "later_django/worker/outcomes.py",
+        "later_django/worker/attempt.py",
         'SUCCESS, FAILED, RETRY, RELEASE = "success", "failed", "retry", "release"',
     ): "outcome kinds: what became of an attempt",
     (

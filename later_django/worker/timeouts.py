@@ -21,7 +21,8 @@ from .slots import Running
 if TYPE_CHECKING:
     from .runner import Worker
 
-logger = logging.getLogger(__name__)
+# Its lines keep the logger they have always had, which operators filter on.
+logger = logging.getLogger("later_django.worker.runner")
 
 INTERRUPT_GRACE = 1.0
 

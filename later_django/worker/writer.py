@@ -28,7 +28,8 @@ from .services import FailureRun
 if TYPE_CHECKING:
     from .runner import Worker
 
-logger = logging.getLogger(__name__)
+# The per-job outcome lines keep the logger they have always had, which operators filter on.
+logger = logging.getLogger("later_django.worker.runner")
 
 # The writer waits this long at most for outcomes of jobs still running, so that
 # one statement stores a batch rather than each job on its own (group commit).
