@@ -117,6 +117,26 @@ class SoakDatabase:
         )
         return found[0][0] if found else None
 
+    def held_detail(self, worker_id: str) -> str:
+        """What ``held`` counts, row by row: for a freeze never taken over."""
+        jobs = self.rows(
+            "SELECT e.job_id, e.epoch, e.lease_expires_at, i.stage, d.lease_owner, d.available_at "
+            "FROM later_job_execution e LEFT JOIN later_jobs_index i ON i.namespace = "
+            "e.namespace AND i.job_id = e.job_id LEFT JOIN later_delivery_queue d ON "
+            "d.namespace = e.namespace AND d.job_id = e.job_id "
+            "WHERE e.namespace = %s AND e.owner = %s",
+            [NAMESPACE, worker_id],
+        )
+        partitions = self.rows(
+            'SELECT l.topic, l."partition", l.epoch, l.expires_at, h.job_id, h.available_at, '
+            "i.stage FROM later_partition_lease l JOIN later_partition_head h ON "
+            'h.namespace = l.namespace AND h.topic = l.topic AND h."partition" = l."partition" '
+            "LEFT JOIN later_jobs_index i ON i.namespace = h.namespace AND i.job_id = h.job_id "
+            "WHERE l.namespace = %s AND l.owner = %s",
+            [NAMESPACE, worker_id],
+        )
+        return f"jobs {jobs}; partitions {partitions}"
+
     def held(self, worker_id: str) -> tuple[int, int]:
         """Jobs leased to ``worker_id``, and partitions it leases that have a head to run."""
         [(jobs,)] = self.rows(

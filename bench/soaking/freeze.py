@@ -23,6 +23,8 @@ class FreezeReport:
     times: list[float] = field(default_factory=list)
     late: list[float] = field(default_factory=list)
     late_left: list[tuple[int, int]] = field(default_factory=list)  # jobs, partitions
+    late_detail: list[str] = field(default_factory=list)  # the rows still held, each time
+    logs: str = ""  # the workers' log folder
     held_write_lock: list[float] = field(default_factory=list)
     jobs_held: int = 0
     partitions_held: int = 0
@@ -59,6 +61,8 @@ class FreezeReport:
             ),
             "lost": str(self.lost),
             "duplicate runs (frozen runs resumed)": str(self.duplicates),
+            "rows still held by late freezes": " | ".join(self.late_detail) or "-",
+            "worker logs": self.logs,
         }
 
 
@@ -81,6 +85,7 @@ def freeze(
         stdin=subprocess.DEVNULL,
     )
     workers = Workers(url, options.concurrency, lease)
+    report.logs = str(workers.logs)
     try:
         for _ in range(options.workers):
             workers.start()
@@ -106,6 +111,7 @@ def freeze(
                 time.sleep(0.05)
             took = time.monotonic() - stopped_at
             left = db.held(worker_id)
+            detail = db.held_detail(worker_id) if left != (0, 0) else ""
             proc.send_signal(signal.SIGCONT)
             if locked:
                 report.held_write_lock.append(took)
@@ -116,6 +122,7 @@ def freeze(
             if took > report.limit:
                 report.late.append(took)
                 report.late_left.append(left)
+                report.late_detail.append(detail)
     finally:
         feeder.terminate()
         feeder.wait(timeout=60)
