@@ -31,7 +31,8 @@ another cluster than ``main``): the workers must recover on their own.
 docs/exactly-once.md): each run's row is written in the transaction that
 stores its outcome, so a run cut off by a kill leaves no row and the row
 count is the count of effects. Its limit for duplicates is 0; it also
-prints how many runs were started again.
+prints how many attempts went beyond each job's first (jobs a killed worker
+had claimed, running or waiting for a slot, and that ran again elsewhere).
 
 ``--freeze N`` measures instead how fast a frozen worker's work moves on:
 while a feeder keeps a few seconds of 0.2-second jobs queued, it SIGSTOPs a
@@ -127,7 +128,7 @@ class SoakReport:
             "jobs/s": f"{self.jobs / self.elapsed:,.0f}" if self.elapsed else "-",
         }
         if self.atomic:
-            rows["  runs started again (their writes undone)"] = str(self.runs_started_again)
+            rows["  jobs claimed again (attempts beyond the first)"] = str(self.runs_started_again)
         if self.restart_seconds is not None:
             rows["PostgreSQL restart (pg_ctlcluster)"] = f"{self.restart_seconds:.1f} s"
         if self.stalled:

@@ -84,8 +84,8 @@ class SoakDatabase:
         return Counts(lost=lost, failed=failed, runs=runs, jobs_run=jobs_run)
 
     def runs_started_again(self) -> int:
-        """Attempts beyond each job's first: runs a kill cut off (or that failed) and that
-        were started again."""
+        """Attempts beyond each job's first: jobs a killed worker had claimed (running, or
+        waiting for a slot) and that another worker claimed again."""
         [(again,)] = self.rows(
             "SELECT COALESCE(SUM(attempts), 0) - COUNT(*) FROM later_jobs_index "
             "WHERE namespace = %s",
