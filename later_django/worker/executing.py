@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from contextlib import nullcontext
 from copy import deepcopy
 from dataclasses import replace
 from datetime import timedelta
@@ -230,16 +231,13 @@ def _attempt(
     args = list(record.args)
     if task.takes_context:
         args.insert(0, context_for(item, result))  # ordered jobs also see their epoch
+    body = nullcontext() if savepoint is None else transaction.atomic(using=savepoint)
     try:
-        if savepoint is None:
+        with body:
             value = _call(task, args, record.kwargs, record.timeout)
             value = check_value(value, name="return value", task_path=record.task_path)
-        else:
-            with transaction.atomic(using=savepoint):
-                value = _call(task, args, record.kwargs, record.timeout)
-                value = check_value(value, name="return value", task_path=record.task_path)
-                if item.cancel.is_set():
-                    raise _ReturnedAfterCancel()
+            if savepoint is not None and item.cancel.is_set():
+                raise _ReturnedAfterCancel()
     except BaseException as e:  # noqa: BLE001  (whatever the task raised is its outcome)
         # SystemExit and KeyboardInterrupt too: the worker takes its signals in the
         # main thread, so in a job's thread they come from the task's own code, and
@@ -316,7 +314,9 @@ def _attempt_atomically(
         close_old_connections()
         if outcome is not None and outcome.kind != SUCCESS:
             # The body failed first (often what broke the transaction): that failure is
-            # the attempt's, and the writer stores it.
+            # the attempt's, and the writer stores it. A store that ran before the COMMIT
+            # failed noted its transition; the writer notes it again when it stores.
+            outcome.transitions.clear()
             return outcome
         # The attempt fails with this error and is retried, by the task's policy.
         item.record = clean
