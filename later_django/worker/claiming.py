@@ -1,7 +1,7 @@
 """Claiming commands from the delivery queue, in one short transaction.
 
-When at least ``BATCH`` commands are ready a worker takes up to ``BATCH`` (as
-many as it has room for) at once; otherwise it takes one, so that a newly
+When at least ``SHARE_AT`` commands are ready a worker takes as many as it has
+room for, up to ``BATCH``, at once; otherwise it takes one, so that a newly
 started worker can share a short queue. On PostgreSQL the whole claim — lease
 the commands (``FOR UPDATE SKIP LOCKED``), read their records, take their
 execution leases, mark their index rows running — is one statement, run in
@@ -31,7 +31,11 @@ from ..states import Stage
 
 logger = logging.getLogger(__name__)
 
-BATCH = 16
+# The most commands one claim takes. A claim, and a batch of outcomes, costs about
+# the same for one job as for many: 48 drained no-op jobs about 1.5x as fast as 16.
+BATCH = 48
+# Fewer ready commands than this are claimed one at a time, so workers share them.
+SHARE_AT = 16
 LOST_ATTEMPTS_LIMIT = 5
 
 
@@ -52,7 +56,7 @@ WITH picked AS (
     SET lease_owner = %(owner)s, available_at = %(expires)s
     FROM ranked
     WHERE q.id = ranked.id
-      AND ranked.position <= CASE WHEN ranked.ready >= {{batch}} THEN %(room)s ELSE 1 END
+      AND ranked.position <= CASE WHEN ranked.ready >= {{share_at}} THEN %(room)s ELSE 1 END
     RETURNING q.job_id, q.enqueued_at, ranked.available_at AS ready_at, ranked.position
 ), previous AS (
     SELECT job_id, owner FROM later_job_execution
@@ -82,7 +86,7 @@ ORDER BY c.position
 def _claim_postgres(cursor: Any, namespace, owner, queues, now, expires, room) -> list[tuple]:
     queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
     cursor.execute(
-        PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH),
+        PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH, share_at=SHARE_AT),
         {
             "ns": namespace,
             "now": now,
@@ -109,7 +113,7 @@ def _claim_sqlite(cursor: Any, connection, namespace, owner, queues, now, expire
         [*params, owner],
     )
     rows = cursor.fetchall()
-    take = rows[: min(room, BATCH)] if len(rows) >= BATCH else rows[:1]
+    take = rows[: min(room, BATCH)] if len(rows) >= SHARE_AT else rows[:1]
     if not take:
         return []
     ids = [r[1] for r in take]

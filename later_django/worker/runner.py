@@ -35,7 +35,7 @@ from .outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome
 from .services import Services
 from .slots import Running, Slot, deadline_for
 from .wakeup import PostgresListener, SqliteWatcher, idle_wait, use_wal
-from .writer import OutcomeWriter
+from .writer import OUTCOME_BATCH, OutcomeWriter
 
 if TYPE_CHECKING:
     from ..backend import LaterBackend
@@ -45,7 +45,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONCURRENCY = 8
 # Outcomes waiting for the writer thread beyond this many take up room in the
 # inbox, so a worker whose writer falls behind claims less until it catches up.
-WRITER_SLACK = 2 * BATCH
+# It also bounds the finished runs a killed worker leaves unstored, which run again.
+WRITER_SLACK = OUTCOME_BATCH
 # How much claimed work a worker holds beyond its busy slots ("the reserve"):
 # the jobs its slots will start within this long, by the recent average job
 # time, so the slots are not left idle while the next claim is on its way, and

@@ -21,7 +21,6 @@ from django.db import connections
 from django.utils import timezone
 
 from ..db import limit_idle_transactions, retrying
-from .claiming import BATCH
 from .outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
 from .services import FailureRun
 
@@ -34,6 +33,10 @@ logger = logging.getLogger("later_django.worker.runner")
 # The writer waits this long at most for outcomes of jobs still running, so that
 # one statement stores a batch rather than each job on its own (group commit).
 GATHER_SECONDS = 0.002
+# It stops waiting once this many outcomes are gathered. The worker claims less
+# while more than this many wait (``WRITER_SLACK``), so a batch never waits on
+# a claim that waits on it.
+OUTCOME_BATCH = 32
 # Successes are routine; failures and retries are what an operator looks for.
 OUTCOME_LOG_LEVELS = {
     SUCCESS: logging.DEBUG,
@@ -72,7 +75,7 @@ class OutcomeWriter:
         """Hand an outcome over to be stored; the caller holds the worker's lock."""
         self.unstored += 1
         self.outbox.put(outcome)
-        if not self.worker.running or len(self.pending) + self.outbox.qsize() >= BATCH:
+        if not self.worker.running or len(self.pending) + self.outbox.qsize() >= OUTCOME_BATCH:
             self.batch_ready.set()
 
     def _run(self) -> None:
@@ -104,7 +107,7 @@ class OutcomeWriter:
         """
         with self.worker.lock:
             self._take_outbox()
-            waiting = bool(self.worker.running) and len(self.pending) < BATCH
+            waiting = bool(self.worker.running) and len(self.pending) < OUTCOME_BATCH
             if waiting:
                 self.batch_ready.clear()
         if waiting and not self.stopping.is_set():

@@ -6,8 +6,9 @@ import pytest
 from django.db import connection
 
 from later_django.models import JobIndexRow
-from later_django.worker.claiming import BATCH
+from later_django.worker.claiming import BATCH, SHARE_AT
 from later_django.worker.runner import HOLD_SECONDS, MAX_RESERVE
+from later_django.worker.writer import OUTCOME_BATCH
 from tests import tasks
 from tests.worker.in_process import burst_worker, run_burst_in_process
 
@@ -40,10 +41,10 @@ def test_a_busy_worker_claims_a_whole_batch_at_a_time():
 
 def test_a_one_slot_worker_holds_at_most_one_job_beyond_the_one_it_runs():
     # Jobs of about HOLD_SECONDS: the one slot starts at most one more in that time.
-    ids = enqueue(2 * BATCH, seconds=HOLD_SECONDS)
+    ids = enqueue(2 * SHARE_AT, seconds=HOLD_SECONDS)
     run_burst_in_process(concurrency=1)
     sizes = claim_sizes(ids)
-    assert sum(sizes) == 2 * BATCH
+    assert sum(sizes) == 2 * SHARE_AT
     assert max(sizes) <= 2, sizes
 
 
@@ -57,7 +58,7 @@ def outcome_statement_sizes(ids: list[str]) -> list[int]:
 def test_outcomes_of_jobs_finishing_close_together_are_stored_by_one_statement():
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL only: SQLite's worker stores outcomes in its main loop")
-    ids = enqueue(2 * BATCH, seconds=0.01)
+    ids = enqueue(2 * OUTCOME_BATCH, seconds=0.01)
     worker = burst_worker(concurrency=8)
     # Long enough that the slots' speed does not matter: a batch fills up first.
     worker.outcomes.gather_seconds = 5.0
@@ -76,7 +77,7 @@ def test_a_worker_running_short_jobs_holds_more_claimed_work_than_one_batch():
 
 def test_a_worker_running_long_jobs_holds_only_what_its_slots_run():
     # Jobs ten times HOLD_SECONDS: no slot would start a held job in time, so it holds none.
-    ids = enqueue(BATCH, seconds=10 * HOLD_SECONDS)
+    ids = enqueue(2 * SHARE_AT, seconds=10 * HOLD_SECONDS)
     worker = run_burst_in_process(concurrency=8)
     assert worker.reserve == 0
     assert max(claim_sizes(ids)) <= 8

@@ -1,4 +1,5 @@
-"""The claim: batches of 16 or one, priority order, SKIP LOCKED, lapsed leases, fencing."""
+"""The claim: batches (up to 48, once 16 are ready) or one, priority order, SKIP LOCKED,
+lapsed leases, fencing."""
 
 import time
 from datetime import timedelta
@@ -8,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from later_django.models import DeliveryCommand, JobExecution, JobIndexRow
-from later_django.worker.claiming import BATCH, claim
+from later_django.worker.claiming import BATCH, SHARE_AT, claim
 from later_django.worker.outcomes import SUCCESS, Outcome, record_outcomes
 from tests import tasks
 from tests.conftest import seconds_while_locked
@@ -30,8 +31,17 @@ def enqueue(count, **using):
     return [r.id for r in task.enqueue_many([((i, 0), {}) for i in range(count)])]
 
 
-def test_batch_size_is_sixteen():
-    assert BATCH == 16
+def test_a_claim_takes_at_most_a_batch_however_much_room_there_is():
+    assert (BATCH, SHARE_AT) == (48, 16)  # as docs/worker.md says
+    ids = enqueue(BATCH + 5)
+    assert [c.job_id for c in take(free=1000)] == ids[:BATCH]
+    # Five remain: fewer than SHARE_AT, so one at a time.
+    assert [c.job_id for c in take(free=1000)] == [ids[BATCH]]
+
+
+def test_from_sixteen_ready_a_claim_takes_them_all_if_there_is_room():
+    ids = enqueue(20)
+    assert [c.job_id for c in take(free=100)] == ids
 
 
 def test_sixteen_are_claimed_at_once_when_at_least_sixteen_are_ready():
