@@ -72,7 +72,7 @@ def child_main(mode: str, args: list[str]) -> None:
 
         from later_django.dashboard import overview
         from later_django.dashboard.scope import configured_scopes
-        from later_django.worker.claiming import BATCH, claim
+        from later_django.engine.claiming import BATCH, claim
 
         scope = configured_scopes()[0]
 

@@ -15,10 +15,11 @@ from django.utils import timezone
 
 from . import backoff as backoff_module
 from . import options as options_module
-from .continuations import insert_continuations
 from .db import django_time
-from .enqueue import NewJob, insert_jobs
+from .engine.continuations import insert_continuations
+from .engine.enqueue import NewJob, insert_jobs
 from .exceptions import InvalidArgument, InvalidCall
+from .options import validate_name
 from .records import JobRecord, check_arguments, new_job_id, to_micros
 from .results import UnavailableTask, load_result
 from .states import STATUS, Stage
@@ -32,7 +33,8 @@ from .tasks_api import (
     TaskResultDoesNotExist,
     task_enqueued,
 )
-from .topics.enqueueing import insert_with_partitions, route_fields, validate_routing
+from .topics.enqueueing import insert_with_partitions, route_fields
+from .topics.routing import check_key
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -389,3 +391,21 @@ class LaterBackend(BaseTaskBackend):
         if result is None:
             raise TaskResultDoesNotExist(result_id)
         return result
+
+
+def validate_routing(task: Task) -> None:
+    """Raise InvalidTask for a malformed ``topic`` or a ``partition_key`` without a topic."""
+    topic = getattr(task, "topic", None)
+    key = getattr(task, "partition_key", None)
+    try:
+        if topic is not None:
+            validate_name("topic", topic)
+        if key is not None:
+            check_key(key)
+    except InvalidArgument as e:
+        raise InvalidTask(str(e)) from e
+    if key is not None and topic is None:
+        raise InvalidTask(
+            f"partition_key is {key!r} but task {task.module_path!r} has no topic; only "
+            "tasks declared with @task(topic=...) take a partition key."
+        )

@@ -1,6 +1,6 @@
 """What a claim hands a worker: a ``Claimed`` job, read from its claimed row.
 
-Both claims build these, the delivery queue's (``worker/claiming.py``) and
+Both claims build these, the delivery queue's (``engine/claiming.py``) and
 the partition heads' (``topics/claiming.py``); a job whose previous holder
 stopped without an outcome gets its lost attempt written back at once.
 """

@@ -193,6 +193,22 @@ def parse(options: dict[str, Any], *, alias: str = "default") -> BackendOptions:
     )
 
 
+def options_for_namespace(namespace: str) -> BackendOptions | None:
+    """The parsed OPTIONS of the first Later backend alias in ``settings.TASKS`` whose
+    namespace is ``namespace``; None if none is (an alias whose OPTIONS are invalid
+    is passed over: its backend reports them when it is used)."""
+    for alias, params in getattr(settings, "TASKS", {}).items():
+        if params.get("BACKEND") != BACKEND_PATH:
+            continue
+        try:
+            later = parse(params.get("OPTIONS", {}), alias=alias)
+        except InvalidArgument:
+            continue
+        if later.namespace == namespace:
+            return later
+    return None
+
+
 def configured_namespaces() -> list[str]:
     """Namespaces of the Later backend aliases in ``settings.TASKS``, in alias order."""
     seen: list[str] = []

@@ -42,7 +42,7 @@ class Transition(NamedTuple):
 
 
 TRANSITIONS_MADE: tuple[Transition, ...] = (
-    # enqueue (backend.py, continuations.py, schedules)
+    # enqueue (backend.py, engine/continuations.py, schedules)
     Transition(None, Stage.ENQUEUED, "enqueue"),
     Transition(None, Stage.DELAYED, "enqueue, run_after ahead"),
     Transition(None, Stage.WAITING, "enqueue after a parent"),

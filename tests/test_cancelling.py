@@ -10,11 +10,11 @@ import pytest
 from django.utils import timezone
 
 import later_django
+from later_django.engine.outcomes import FAILED, SUCCESS
 from later_django.exceptions import InvalidArgument, InvalidTransition, JobNotFound
 from later_django.jobs import get_job, retry_job
 from later_django.models import JobExecution, JobIndexRow, PartitionHead
 from later_django.states import Stage
-from later_django.worker.outcomes import FAILED, SUCCESS
 from tests import tasks
 from tests.continuations.inline import claim_ready, finish, stage_of
 from tests.topics import helpers as topic

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from later_django.worker.claiming import claim
+from later_django.engine.claiming import claim
 from tests import tasks
 from tests.models import Order
 

@@ -13,15 +13,15 @@ from django.db import connection
 from django.utils import timezone
 
 from later_django import cancel, states
+from later_django.engine.claiming import claim
+from later_django.engine.outcomes import FAILED, RELEASE, RETRY, SUCCESS
 from later_django.exceptions import InvalidTransition, LaterError
 from later_django.jobs import cancel_job, retry_job
 from later_django.models import DeliveryCommand, JobExecution, PartitionHead
 from later_django.states import Stage, check_transition
 from later_django.tasks_api import TaskResultStatus
 from later_django.topics.registry import forget_layouts
-from later_django.worker.claiming import claim
 from later_django.worker.maintenance import promote_due
-from later_django.worker.outcomes import FAILED, RELEASE, RETRY, SUCCESS
 from tests import tasks
 from tests.continuations.inline import claim_ready, finish, stage_of
 from tests.topics import helpers as topic
@@ -35,7 +35,7 @@ SQL_LITERAL = re.compile(rf"'({WORDS})'")
 # Quoted words that equal a stage name but are not a stage: (file, source line) -> why.
 NOT_STAGES = {
     (
-        "later_django/worker/attempt.py",
+        "later_django/engine/attempt.py",
         'SUCCESS, FAILED, RETRY, RELEASE = "success", "failed", "retry", "release"',
     ): "outcome kinds: what became of an attempt",
     (
@@ -43,11 +43,11 @@ NOT_STAGES = {
         'record.attempts[-1].outcome = "success"',
     ): "an attempt's outcome in the record, beside error, timeout, released and lost",
     (
-        "later_django/jobs.py",
+        "later_django/engine/jobs.py",
         'def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> None:',
     ): "the default cancel reason, stored as text",
     (
-        "later_django/jobs.py",
+        "later_django/engine/jobs.py",
         'job_id, _current_stage(namespace, job_id, using), "cancelled", stages',
     ): "the verb's participle in the message 'can be cancelled'",
     (

@@ -16,8 +16,8 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
 from .. import jobs as engine
-from ..cancelling import cancel_by_id
 from ..conf import later_settings
+from ..engine.cancelling import cancel_by_id
 from ..exceptions import InvalidTransition, JobNotFound
 from ..states import Stage
 from . import permissions

@@ -1,7 +1,7 @@
 """The triage desk: blocked partitions of every topic, and the actions that unblock them.
 
 Each action is two steps like the job actions: a confirmation page, then a POST
-with Django's CSRF token that calls ``later_django.triage``. The head a
+with Django's CSRF token that calls ``later_django.engine.triage``. The head a
 person saw travels with the request (``?job=``), and the engine refuses when
 the partition has moved on since.
 """
@@ -18,7 +18,7 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from .. import triage as engine
+from ..engine import triage as engine
 from ..exceptions import InvalidTransition, JobNotFound
 from ..jobs import get_job
 from . import permissions

@@ -1,5 +1,5 @@
 """Recurring schedules: cron strings, their definitions and storage, and firing them."""
 
-# The reserved topic whose partitions, keyed by schedule identifier, keep the
-# occurrences of a sequential schedule (and their continuations) in order.
-SCHEDULES_TOPIC = "later.schedules"
+from ..topics import SCHEDULES_TOPIC
+
+__all__ = ["SCHEDULES_TOPIC"]

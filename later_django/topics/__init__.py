@@ -6,4 +6,8 @@ is the engine (see docs/topics.md).
 
 from .routing import partition_for_key
 
-__all__ = ["partition_for_key"]
+__all__ = ["SCHEDULES_TOPIC", "partition_for_key"]
+
+# The reserved topic whose partitions, keyed by schedule identifier, keep the
+# occurrences of a sequential schedule (and their continuations) in order.
+SCHEDULES_TOPIC = "later.schedules"

@@ -22,36 +22,17 @@ from ..db import (
     to_db,
     write_transaction,
 )
-from ..enqueue import NewJob
 from ..exceptions import InvalidArgument, PayloadDecodeError, TopicLayoutMismatch
-from ..options import validate_name
 from ..records import JobRecord
-from ..tasks_api import InvalidTask, Task
 from .registry import check_layout, partition_count
-from .routing import check_key, partition_for_key
+from .routing import partition_for_key
 
 if TYPE_CHECKING:
+    from ..engine.enqueue import NewJob
     from ..options import BackendOptions
+    from ..tasks_api import Task
 
 ROWS_PER_STATEMENT = 1000
-
-
-def validate_routing(task: Task) -> None:
-    """Raise InvalidTask for a malformed ``topic`` or a ``partition_key`` without a topic."""
-    topic = getattr(task, "topic", None)
-    key = getattr(task, "partition_key", None)
-    try:
-        if topic is not None:
-            validate_name("topic", topic)
-        if key is not None:
-            check_key(key)
-    except InvalidArgument as e:
-        raise InvalidTask(str(e)) from e
-    if key is not None and topic is None:
-        raise InvalidTask(
-            f"partition_key is {key!r} but task {task.module_path!r} has no topic; only "
-            "tasks declared with @task(topic=...) take a partition key."
-        )
 
 
 def route_fields(later: BackendOptions, task: Task) -> dict[str, Any]:

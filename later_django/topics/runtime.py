@@ -22,7 +22,7 @@ from .claiming import PartitionClaimed, claim_heads
 from .registry import register_topics
 
 if TYPE_CHECKING:
-    from ..worker.claiming import Claimed
+    from ..engine.claiming import Claimed
     from ..worker.runner import Worker
     from ..worker.services import Services
 

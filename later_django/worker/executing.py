@@ -18,15 +18,16 @@ from django.utils import timezone
 
 from ..backoff import delay_seconds
 from ..db import write_transaction
+from ..engine.claiming import LOST_ATTEMPTS_LIMIT, Claimed
+from ..engine.outcomes import CANCELLED, FAILED, RETRY, SUCCESS, Outcome, record_outcomes
+from ..engine.reads import stand_in
 from ..exceptions import InterruptedByCancel, LaterError, TaskTimeout, UndecodableJob
 from ..models import JobIndexRow
 from ..records import Attempt, ErrorEntry, JobRecord, check_value, to_micros
-from ..results import build_result, resolve_task, stand_in
+from ..results import build_result, resolve_task
 from ..states import Stage
 from ..tasks_api import TaskResultStatus, task_finished, task_started
 from ..topics.context import context_for
-from .claiming import LOST_ATTEMPTS_LIMIT, Claimed
-from .outcomes import CANCELLED, FAILED, RETRY, SUCCESS, Outcome, record_outcomes
 
 if TYPE_CHECKING:
     from ..backend import LaterBackend
@@ -65,7 +66,7 @@ def failed_outcome(item: Claimed, exc: BaseException, worker_id: str) -> Outcome
 def cancelled_outcome(item: Claimed, exc: BaseException | None, worker_id: str) -> Outcome:
     """An outcome that ends the job CANCELLED after a cancel reached it; ``exc`` is what the
     task raised as it stopped, if anything (kept as an error). The reason is stored with it
-    (``cancels.honour``)."""
+    (``engine.honouring.honour``)."""
     now = timezone.now()
     record = item.record
     if record is not None:

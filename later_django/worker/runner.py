@@ -23,15 +23,15 @@ from django.utils import timezone
 from ..aliases import options_of
 from ..conf import later_settings
 from ..db import limit_idle_transactions, retrying
+from ..engine.claiming import BATCH, Claimed, claim
+from ..engine.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome
 from ..exceptions import LaterError
 from ..states import Stage
 from ..tasks_api import InvalidTaskBackend, task_backends
 from ..topics.runtime import TopicParticipation, wait_mode
 from . import timeouts
-from .claiming import BATCH, Claimed, claim
 from .executing import execute, failed_outcome
 from .metrics import MetricsBatch
-from .outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome
 from .services import Services
 from .slots import Running, Slot, deadline_for
 from .wakeup import PostgresListener, SqliteWatcher, idle_wait, use_wal
@@ -361,7 +361,7 @@ class Worker:
         The maintenance thread promotes too, and a command it has just queued can
         postdate the claim that found nothing; so wait for its promotion, then look.
         """
-        from .claiming import runnable
+        from ..engine.claiming import runnable
         from .maintenance import promote_due
 
         if retrying(

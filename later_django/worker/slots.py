@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..engine.claiming import Claimed
+from ..engine.outcomes import Outcome
 from ..exceptions import InterruptedByCancel, InterruptedByTimeout, LaterError
-from .claiming import Claimed
-from .outcomes import Outcome
 
 logger = logging.getLogger(__name__)
 

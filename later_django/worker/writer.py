@@ -21,7 +21,7 @@ from django.db import connections
 from django.utils import timezone
 
 from ..db import limit_idle_transactions, retrying
-from .outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
+from ..engine.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
 from .services import FailureRun
 
 if TYPE_CHECKING:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from later_django.engine.claiming import Claimed, claim
+from later_django.engine.outcomes import SUCCESS, Outcome, record_outcomes
 from later_django.models import DeliveryCommand, JobIndexRow
-from later_django.worker.claiming import Claimed, claim
-from later_django.worker.outcomes import SUCCESS, Outcome, record_outcomes
 
 NAMESPACE = "tests"
 OWNER = "test-process"

@@ -5,11 +5,11 @@ from datetime import timedelta
 import pytest
 from django.db import transaction
 
+from later_django.engine.outcomes import FAILED
 from later_django.exceptions import InvalidArgument, JobNotFound
 from later_django.jobs import cancel_job, get_job
 from later_django.models import JobIndexRow, StorageValue
 from later_django.tasks_api import TaskResultStatus, default_task_backend
-from later_django.worker.outcomes import FAILED
 from tests import tasks
 
 from .inline import claim_ready, finish, has_command, stage_of

@@ -6,9 +6,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from later_django.engine.outcomes import FAILED, RELEASE, RETRY
 from later_django.exceptions import InvalidTransition
 from later_django.jobs import cancel_job, get_job, retry_job
-from later_django.worker.outcomes import FAILED, RELEASE, RETRY
 from tests import tasks
 
 from .inline import claim_ready, finish, has_command, stage_of

@@ -174,9 +174,9 @@ def test_a_viewer_finds_which_schedule_no_worker_fires(page, live_server):
 
 
 def test_an_operator_unblocks_partitions_from_the_triage_desk(page, live_server):
+    from later_django.engine.outcomes import RETRY
     from later_django.models import PartitionHead, PartitionLease
     from later_django.topics.registry import forget_layouts
-    from later_django.worker.outcomes import RETRY
     from tests.topics import tasks as ordered
     from tests.topics.helpers import claim, finish, keys_in_distinct_partitions
 
@@ -308,8 +308,8 @@ def test_people_without_access_see_nothing(page, live_server, make_job):
     reason="set LATER_DASHBOARD_SCREENSHOTS=<directory> to save screenshots of each page",
 )
 def test_screenshots_of_every_page(page, live_server, run_burst):
-    from later_django.cancelling import cancel_by_id
-    from later_django.worker.claiming import claim
+    from later_django.engine.cancelling import cancel_by_id
+    from later_django.engine.claiming import claim
 
     from . import demo
 

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from later_django.dashboard import triage as triage_reads
+from later_django.engine.outcomes import RETRY
 from later_django.jobs import get_job
 from later_django.models import (
     JobExecution,
@@ -18,7 +19,6 @@ from later_django.models import (
     PartitionLease,
 )
 from later_django.topics.registry import forget_layouts
-from later_django.worker.outcomes import RETRY
 from tests.topics import tasks
 from tests.topics.helpers import claim, finish, keys_in_distinct_partitions
 

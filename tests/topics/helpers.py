@@ -7,10 +7,10 @@ from datetime import timedelta
 from django.utils import timezone
 
 from later_django import partition_for_key
+from later_django.engine.outcomes import SUCCESS, Outcome, record_outcomes
 from later_django.models import PartitionHead, PartitionLease
 from later_django.topics.assignment import Preference
 from later_django.topics.claiming import PartitionClaimed, claim_heads
-from later_django.worker.outcomes import SUCCESS, Outcome, record_outcomes
 
 from .conftest import ORDERS
 

@@ -8,10 +8,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from later_django import partition_for_key
+from later_django.engine.outcomes import FAILED, RETRY
 from later_django.jobs import cancel_job
 from later_django.models import JobIndexRow, PartitionHead, PartitionJob, PartitionLease
 from later_django.topics.assignment import Preference, partition_token
-from later_django.worker.outcomes import FAILED, RETRY
 from tests.topics import tasks
 
 from .conftest import ORDERS

@@ -208,7 +208,7 @@ def test_an_ordered_enqueue_costs_a_fixed_number_of_queries(django_assert_max_nu
 def test_a_manually_retried_ordered_job_goes_back_to_the_tail_of_its_partition():
     from django.utils import timezone
 
-    from later_django.enqueue import NewJob
+    from later_django.engine.enqueue import NewJob
     from later_django.topics.enqueueing import requeue_in_partition
 
     first = tasks.step.using(partition_key="k").enqueue("k", 1)

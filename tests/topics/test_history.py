@@ -6,11 +6,11 @@ import pytest
 from django.db.models import Count
 
 from later_django.counts import stage_counts
+from later_django.engine.outcomes import FAILED
 from later_django.jobs import cancel_job
 from later_django.models import JobIndexRow, StorageValue
 from later_django.records import job_key
 from later_django.topics import history
-from later_django.worker.outcomes import FAILED
 from tests.conftest import wait_for
 from tests.topics import tasks
 

@@ -5,8 +5,8 @@ from collections import Counter
 import pytest
 from django.db import connection
 
+from later_django.engine.claiming import BATCH, SHARE_AT
 from later_django.models import JobIndexRow
-from later_django.worker.claiming import BATCH, SHARE_AT
 from later_django.worker.runner import HOLD_SECONDS, MAX_RESERVE
 from later_django.worker.writer import OUTCOME_BATCH
 from tests import tasks

@@ -13,17 +13,17 @@ from django.db import connection, connections, transaction
 from django.utils import timezone
 
 import later_django
-from later_django.cancelling import cancel_by_id
 from later_django.context import LaterTaskContext
+from later_django.engine.cancelling import cancel_by_id
+from later_django.engine.claiming import claim
+from later_django.engine.outcomes import CANCELLED, RELEASE, RETRY, SUCCESS, Outcome
 from later_django.jobs import get_job
 from later_django.models import DeliveryCommand, JobExecution, JobIndexRow
 from later_django.states import Stage
 from later_django.tasks_api import default_task_backend
 from later_django.topics.context import context_for
 from later_django.worker.cancels import deliver
-from later_django.worker.claiming import claim
 from later_django.worker.executing import execute
-from later_django.worker.outcomes import CANCELLED, RELEASE, RETRY, SUCCESS, Outcome
 from later_django.worker.runner import Worker, WorkerConfig
 from later_django.worker.slots import Running
 from tests import tasks

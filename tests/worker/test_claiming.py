@@ -8,9 +8,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from later_django.engine.claiming import BATCH, SHARE_AT, claim
+from later_django.engine.outcomes import SUCCESS, Outcome, record_outcomes
 from later_django.models import DeliveryCommand, JobExecution, JobIndexRow
-from later_django.worker.claiming import BATCH, SHARE_AT, claim
-from later_django.worker.outcomes import SUCCESS, Outcome, record_outcomes
 from tests import tasks
 from tests.conftest import seconds_while_locked
 from tests.db_state import index_stage_counts, stage_counts

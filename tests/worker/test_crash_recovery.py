@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from later_django.engine.claiming import LOST_ATTEMPTS_LIMIT, claim
 from later_django.models import JobIndexRow, StorageValue
 from later_django.records import JobRecord
 from later_django.tasks_api import TaskResultStatus
-from later_django.worker.claiming import LOST_ATTEMPTS_LIMIT, claim
 from tests import tasks
 from tests.conftest import pause_outside_a_transaction, wait_for
 from tests.db_state import index_stage_counts, stage_counts

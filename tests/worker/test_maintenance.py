@@ -10,6 +10,7 @@ import pytest
 from django.db import OperationalError, connections, transaction
 from django.utils import timezone
 
+from later_django.engine.claiming import claim
 from later_django.jobs import cancel_job
 from later_django.models import (
     DeliveryCommand,
@@ -22,7 +23,6 @@ from later_django.models import (
 from later_django.storage import is_transient
 from later_django.tasks_api import TaskResultStatus
 from later_django.worker import leases
-from later_django.worker.claiming import claim
 from later_django.worker.maintenance import (
     promote_due,
     reconcile_stage_counts,

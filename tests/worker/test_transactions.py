@@ -7,9 +7,9 @@ import time
 import pytest
 from django.db import connections, transaction
 
+from later_django.engine.claiming import claim
 from later_django.models import JobIndexRow
 from later_django.tasks_api import TaskResultStatus
-from later_django.worker.claiming import claim
 from tests import tasks
 from tests.conftest import wait_for
 from tests.models import Execution, Order

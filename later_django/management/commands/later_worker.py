@@ -12,8 +12,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from later_django.engine.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS
 from later_django.exceptions import LaterError
-from later_django.worker.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS
 from later_django.worker.runner import DEFAULT_CONCURRENCY, Worker, WorkerConfig
 
 logger = logging.getLogger(__name__)

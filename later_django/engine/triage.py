@@ -21,14 +21,14 @@ from datetime import datetime
 from django.db.models import F
 from django.utils import timezone
 
+from ..db import from_db, is_postgres, to_db, write_transaction
+from ..exceptions import InvalidTransition
+from ..models import JobIndexRow
+from ..records import Note, to_micros
+from ..states import PENDING, Stage
+from ..topics.completion import PARTITION, advance
 from . import jobs
-from .db import from_db, is_postgres, to_db, write_transaction
-from .exceptions import InvalidTransition
-from .models import JobIndexRow
-from .records import Note, to_micros
-from .results import load_record
-from .states import PENDING, Stage
-from .topics.completion import PARTITION, advance
+from .reads import load_record
 
 
 @dataclass
@@ -88,7 +88,7 @@ def skip_head(
     lapsed (its worker stopped). Returns "advanced", "emptied" or "deferred"
     (a producer holds the partition; the next claim moves it on).
     """
-    using = jobs.backend_for(namespace).database
+    using = jobs.options_for(namespace).database
     with write_transaction(using) as cursor:
         now = timezone.now()
         head = _lock_head(cursor, namespace, topic, partition, job_id)
@@ -116,7 +116,7 @@ def skip_head(
 
 def retry_head_now(namespace: str, topic: str, partition: int, job_id: str, *, by: str) -> None:
     """Make a head that waits for its retry runnable now; its attempt count is unchanged."""
-    using = jobs.backend_for(namespace).database
+    using = jobs.options_for(namespace).database
     with write_transaction(using) as cursor:
         now = timezone.now()
         head = _lock_head(cursor, namespace, topic, partition, job_id)
@@ -148,7 +148,7 @@ def release_lease(namespace: str, topic: str, partition: int, job_id: str, *, by
     higher epoch. If the owner is in fact alive, the job runs again on the
     new worker and the old worker's outcome is refused.
     """
-    using = jobs.backend_for(namespace).database
+    using = jobs.options_for(namespace).database
     with write_transaction(using) as cursor:
         now = timezone.now()
         head = _lock_head(cursor, namespace, topic, partition, job_id)

@@ -29,7 +29,8 @@ from ..db import (
 from ..records import job_key
 from ..states import Stage
 
-logger = logging.getLogger(__name__)
+# The logger keeps the name it had before the module moved, which operators filter on.
+logger = logging.getLogger("later_django.worker.claiming")
 
 # The most commands one claim takes. A claim, and a batch of outcomes, costs about
 # the same for one job as for many: 48 drained no-op jobs about 1.5x as fast as 16.

@@ -2,7 +2,7 @@
 
 An outcome's kind is not a stage, though three kinds name the stage they
 lead to; ``plan`` gives the stage, the next run time and whether it ends the
-job. ``outcomes.py`` stores outcomes; ``cancels.py`` re-plans those a cancel
+job. ``outcomes.py`` stores outcomes; ``honouring.py`` re-plans those a cancel
 reached.
 """
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .db import connection_for, is_postgres, one_statement, to_db, write_transaction
-from .records import JobRecord, job_key
-from .states import Stage
+from ..db import connection_for, is_postgres, one_statement, to_db, write_transaction
+from ..records import JobRecord, job_key
+from ..states import Stage
 
 
 @dataclass

@@ -9,7 +9,7 @@ one statement over arrays.
 A job whose cancel was requested while it ran (``cancel_requested_at`` on its
 index row, which the statements lock first) is held back from that statement
 and stored in a transaction that first gives its outcome what the cancel asks
-(``cancels.honour``).
+(``honouring.honour``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from .. import continuations
 from ..db import (
     connection_for,
     hot_cursor,
@@ -32,9 +31,12 @@ from ..db import (
 from ..records import job_key
 from ..states import FINISHED, Stage, sql_list
 from ..topics import completion as partitions
+from . import continuations
 from .attempt import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, plan, planned
+from .honouring import flagged_jobs, honour_plans
 
-logger = logging.getLogger(__name__)
+# The logger keeps the name it had before the module moved, which operators filter on.
+logger = logging.getLogger("later_django.worker.outcomes")
 
 # The outcome value and its kinds live in attempt.py; they are imported from here too.
 __all__ = [
@@ -90,7 +92,7 @@ SELECT job_id, FALSE, (SELECT COUNT(*) FROM woken) FROM fenced"""
 
 # In the transaction that also settles partition heads and children. The index rows
 # are locked first, which reads a cancel request committed by a cancel that held a row;
-# unless ``honoured``, a job with one is left out ("deferred") for cancels.honour.
+# unless ``honoured``, a job with one is left out ("deferred") for honouring.honour.
 PG_OUTCOMES = f"""
 WITH given AS (
     SELECT * FROM {_GIVEN}
@@ -233,16 +235,12 @@ def _record_with_settling(connection, namespace, owner, plans, now, expire_at, u
 
 def _honour_postgres(cursor, namespace, owner, plans, flagged, now, expire_at) -> set[str]:
     """Store the outcomes of jobs with a cancel request, their index rows still locked."""
-    from .cancels import honour_plans
-
     again = honour_plans(cursor, namespace, plans, flagged, now)
     cursor.execute(PG_OUTCOMES, _pg_params(namespace, owner, again, now, expire_at, True))
     return {job_id for job_id, deferred, _ in cursor.fetchall() if not deferred}
 
 
 def _record_sqlite(cursor, connection, namespace, owner, plans, now, expire_at) -> set[str]:
-    from .cancels import flagged_jobs, honour_plans
-
     if flagged := flagged_jobs(cursor, namespace, [o.job_id for o, *_ in plans]):
         honour_plans(cursor, namespace, plans, flagged, now)
     tokens = [f"{o.job_id}:{o.epoch}" for o, *_ in plans]

@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from .db import connection_for, is_postgres, placeholders, to_db, write_transaction
+from ..db import connection_for, is_postgres, placeholders, to_db, write_transaction
+from ..exceptions import InvalidArgument, InvalidTransition, JobNotFound, PayloadDecodeError
+from ..records import JobRecord, job_key, to_micros
+from ..states import UNFINISHED, UNSUCCESSFUL, Stage
+from ..topics import SCHEDULES_TOPIC
 from .enqueue import NewJob, insert_jobs
-from .exceptions import InvalidArgument, InvalidTransition, JobNotFound, PayloadDecodeError
-from .records import JobRecord, job_key, to_micros
-from .schedules import SCHEDULES_TOPIC
-from .states import UNFINISHED, UNSUCCESSFUL, Stage
 
 if TYPE_CHECKING:
-    from .options import BackendOptions
+    from ..options import BackendOptions
 
 _WAITING, _CANCELLED = f"'{Stage.WAITING}'", f"'{Stage.CANCELLED}'"
 
@@ -125,7 +125,7 @@ def _insert(
             job.record.topic, job.record.partition = topic, partition
             joining.append(job)
     if joining:
-        from .topics.enqueueing import place
+        from ..topics.enqueueing import place
 
         place(cursor, later, joining)
     insert_jobs(namespace, jobs, using=later.database)
