@@ -20,9 +20,14 @@ WORKERS = 3
 
 def test_three_workers_run_each_of_three_hundred_jobs_exactly_once(start_worker):
     workers = [start_worker("--concurrency", "4") for _ in range(WORKERS)]
-    # Enqueued while the workers start, in batches, as an application would.
+    # Enqueued while the workers start, in batches, as an application would. Jobs of
+    # 50 ms: a worker holds at most what its slots start within 100 ms (12 jobs here),
+    # and two workers alone would take about two seconds, so every worker gets a share
+    # even if it starts a second after the others.
     for start in range(0, JOBS, 50):
-        tasks.record.enqueue_many([(("once", str(i)), {}) for i in range(start, start + 50)])
+        tasks.sleep_then_record.enqueue_many(
+            [(("once", str(i), 0.05), {}) for i in range(start, start + 50)]
+        )
 
     wait_for(lambda: JobIndexRow.objects.filter(stage="success").count() == JOBS, timeout=60)
     for worker in workers:
