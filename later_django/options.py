@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,15 +194,20 @@ def parse(options: dict[str, Any], *, alias: str = "default") -> BackendOptions:
     )
 
 
+def later_aliases() -> Iterator[tuple[str, dict[str, Any]]]:
+    """(alias, OPTIONS) of each Later backend alias in ``settings.TASKS``, in alias order."""
+    for alias, params in getattr(settings, "TASKS", {}).items():
+        if params.get("BACKEND") == BACKEND_PATH:
+            yield alias, params.get("OPTIONS", {})
+
+
 def options_for_namespace(namespace: str) -> BackendOptions | None:
     """The parsed OPTIONS of the first Later backend alias in ``settings.TASKS`` whose
     namespace is ``namespace``; None if none is (an alias whose OPTIONS are invalid
     is passed over: its backend reports them when it is used)."""
-    for alias, params in getattr(settings, "TASKS", {}).items():
-        if params.get("BACKEND") != BACKEND_PATH:
-            continue
+    for alias, options in later_aliases():
         try:
-            later = parse(params.get("OPTIONS", {}), alias=alias)
+            later = parse(options, alias=alias)
         except InvalidArgument:
             continue
         if later.namespace == namespace:
@@ -212,11 +218,10 @@ def options_for_namespace(namespace: str) -> BackendOptions | None:
 def configured_namespaces() -> list[str]:
     """Namespaces of the Later backend aliases in ``settings.TASKS``, in alias order."""
     seen: list[str] = []
-    for params in getattr(settings, "TASKS", {}).values():
-        if params.get("BACKEND") == BACKEND_PATH:
-            namespace = params.get("OPTIONS", {}).get("namespace", "default")
-            if namespace not in seen:
-                seen.append(namespace)
+    for _, options in later_aliases():
+        namespace = options.get("namespace", "default")
+        if namespace not in seen:
+            seen.append(namespace)
     return seen
 
 
@@ -228,9 +233,8 @@ def configured_databases() -> list[str]:
     before it configures ``TASKS`` gets the tables where they will be used.
     """
     seen: list[str] = []
-    for params in getattr(settings, "TASKS", {}).values():
-        if params.get("BACKEND") == BACKEND_PATH:
-            database = params.get("OPTIONS", {}).get("database", BackendOptions.database)
-            if isinstance(database, str) and database not in seen:
-                seen.append(database)
+    for _, options in later_aliases():
+        database = options.get("database", BackendOptions.database)
+        if isinstance(database, str) and database not in seen:
+            seen.append(database)
     return seen or [BackendOptions.database]

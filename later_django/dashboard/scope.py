@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.http import Http404, HttpRequest
 
-from ..options import BACKEND_PATH, configured_namespaces
+from ..options import configured_namespaces, later_aliases
 
 DEFAULT_NAMESPACE = "default"
 DEFAULT_DATABASE = "default"
@@ -32,10 +31,7 @@ class Scope:
 def _databases() -> dict[str, str]:
     """Map each configured namespace to the database alias its backend uses."""
     found: dict[str, str] = {}
-    for params in getattr(settings, "TASKS", {}).values():
-        if params.get("BACKEND") != BACKEND_PATH:
-            continue
-        options = params.get("OPTIONS", {})
+    for _, options in later_aliases():
         namespace = options.get("namespace", DEFAULT_NAMESPACE)
         found.setdefault(namespace, options.get("database", DEFAULT_DATABASE))
     return found
