@@ -112,8 +112,7 @@ def test_a_worker_refuses_to_start_when_a_topic_has_another_partition_count(star
 def test_live_workers_split_partitions_by_rendezvous_hashing(start_worker):
     # Enough threads for every preferred partition at once: with fewer, heads wait
     # past the steal delay and the other worker takes them by design.
-    start_worker("--concurrency", "8")
-    start_worker("--concurrency", "8")
+    workers = [start_worker("--concurrency", "8") for _ in range(2)]
     wait_for(lambda: Worker.objects.filter(namespace="tests").count() == 2, timeout=30)
     # Each worker recomputes its preferred partitions once per heartbeat interval:
     # let both see the other before the work arrives.
@@ -131,7 +130,8 @@ def test_live_workers_split_partitions_by_rendezvous_hashing(start_worker):
         )
         on_owner += ran_on.filter(worker_id=owner).count()
     by_worker = {w: JobIndexRow.objects.filter(worker_id=w).count() for w in live}
-    assert all(by_worker.values()), by_worker  # each live worker took its share
+    logs = "\n".join(w.output()[-3000:] for w in workers)
+    assert all(by_worker.values()), (by_worker, logs)  # each live worker took its share
     assert on_owner >= 0.6 * 10 * ORDERS, (on_owner, by_worker)
 
 
