@@ -279,35 +279,43 @@ class LaterBackend(BaseTaskBackend):
             return backoff_module.resolve(task.backoff)
         return self.later.backoff
 
-    def _new_job(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> NewJob:
-        """A job for ``task`` called with ``args``/``kwargs``; the caller validated ``task``."""
+    def _new_jobs(
+        self, task: Task, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
+    ) -> list[NewJob]:
+        """Jobs for ``task`` called with each ``(args, kwargs)``; the caller validated ``task``.
+
+        Everything but the id and the arguments is the task's, so it is worked out once:
+        the jobs of one call share their enqueue time.
+        """
         if self.options_error is not None:
             raise self.options_error
-        checked_args, checked_kwargs = check_arguments(task.module_path, args, kwargs)
         now = timezone.now()
         # With USE_TZ off, Django lets run_after be naive (local time) or aware.
         run_at = django_time(task.run_after) if task.run_after is not None else now
-        record = JobRecord(
-            id=new_job_id(),
+        stage = Stage.DELAYED if run_at > now else Stage.ENQUEUED
+        options = task if isinstance(task, LaterTask) else None
+        shared = dict(
             task_path=task.module_path,
-            args=checked_args,
-            kwargs=checked_kwargs,
             queue_name=task.queue_name,
             priority=task.priority,
             backend=self.alias,
             enqueued_at=to_micros(now) or 0,
             run_after=to_micros(task.run_after) if task.run_after else None,
             max_attempts=(
-                task.max_attempts
-                if isinstance(task, LaterTask) and task.max_attempts is not None
+                options.max_attempts
+                if options is not None and options.max_attempts is not None
                 else self.later.max_attempts
             ),
-            timeout=task.timeout if isinstance(task, LaterTask) else None,
-            parent_id=task.after if isinstance(task, LaterTask) else None,
+            timeout=options.timeout if options is not None else None,
+            parent_id=options.after if options is not None else None,
             **route_fields(self.later, task),
         )
-        stage = Stage.DELAYED if run_at > now else Stage.ENQUEUED
-        return NewJob(record=record, stage=stage, run_at=run_at, enqueued_at=now)
+        jobs = []
+        for args, kwargs in calls:
+            checked_args, checked_kwargs = check_arguments(task.module_path, args, kwargs)
+            record = JobRecord(id=new_job_id(), args=checked_args, kwargs=checked_kwargs, **shared)
+            jobs.append(NewJob(record=record, stage=stage, run_at=run_at, enqueued_at=now))
+        return jobs
 
     def _result_for(self, task: Task, job: NewJob) -> TaskResult:
         result: TaskResult = TaskResult(
@@ -370,7 +378,7 @@ class LaterBackend(BaseTaskBackend):
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Store a job in the current transaction of the backend's database."""
         self.validate_task(task)
-        job = self._new_job(task, args, kwargs)
+        [job] = self._new_jobs(task, [(args, kwargs)])
         self._insert([job])
         return self._result_for(task, job)
 
@@ -378,11 +386,8 @@ class LaterBackend(BaseTaskBackend):
         self, task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]
     ) -> list[TaskResult]:
         """Store many calls of one task with a single statement (PostgreSQL) or batch."""
-        jobs = []
         self.validate_task(task)  # once: every call shares the task and its options
-        for number, call in enumerate(calls):
-            args, kwargs = check_call(number, call)
-            jobs.append(self._new_job(task, args, kwargs))
+        jobs = self._new_jobs(task, [check_call(number, call) for number, call in enumerate(calls)])
         self._insert(jobs)
         return [self._result_for(task, job) for job in jobs]
 

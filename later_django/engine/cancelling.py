@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from ..db import CANCEL_CHANNEL, from_db, is_postgres, to_db, write_transaction
+from ..db import from_db, to_db, write_transaction
 from ..exceptions import InvalidTransition, JobNotFound
 from ..records import to_micros
 from ..states import CANCELLABLE, PENDING, Stage
 from ..topics.completion import PARTITION, advance
 from . import jobs
 from .reads import load_record
+from .sql import dialect
 
 
 def cancel_by_id(job_id: str, *, namespace: str, reason: str) -> Stage:
@@ -36,7 +37,7 @@ def cancel_by_id(job_id: str, *, namespace: str, reason: str) -> Stage:
     using = jobs.options_for(namespace).database
     with write_transaction(using) as cursor:
         now = timezone.now()
-        lock = " FOR UPDATE" if is_postgres(cursor.db) else ""
+        lock = dialect(cursor.db).LOCK
         head = _lock_running_head(cursor, namespace, job_id)
         cursor.execute(
             "SELECT stage, cancel_requested_at FROM later_jobs_index "
@@ -83,7 +84,7 @@ def _lock_running_head(cursor, namespace: str, job_id: str) -> tuple[str, int, i
         return None
     cursor.execute(
         f"SELECT sequence, job_id FROM later_partition_head WHERE {PARTITION}"
-        + (" FOR UPDATE" if is_postgres(cursor.db) else ""),
+        + dialect(cursor.db).LOCK,
         [namespace, *place],
     )
     head = cursor.fetchone()
@@ -122,5 +123,4 @@ def _request(cursor, namespace: str, job_id: str, reason: str, now, using: str) 
         record.cancel_reason = reason
         record.cancel_requested_at = to_micros(now)
         jobs._save_record(namespace, record, using, row.date_expire)
-    if is_postgres(cursor.db):
-        cursor.execute("SELECT pg_notify(%s, %s)", [CANCEL_CHANNEL, namespace])
+    dialect(cursor.db).notify_cancel(cursor, namespace)

@@ -18,160 +18,16 @@ from typing import Any
 from django.utils import timezone
 
 from ..claims import Claimed, decode_row, store_lost_attempts
-from ..db import (
-    connection_for,
-    hot_cursor,
-    is_postgres,
-    placeholders,
-    to_db,
-    write_transaction,
-)
-from ..records import job_key
-from ..states import Stage
+from ..db import connection_for, hot_cursor, placeholders, to_db, write_transaction
+from .sql import dialect
+from .sql.shared import BATCH, SHARE_AT
 
 # The logger keeps the name it had before the module moved, which operators filter on.
 logger = logging.getLogger("later_django.worker.claiming")
 
-# The most commands one claim takes. A claim, and a batch of outcomes, costs about
-# the same for one job as for many: 48 drained no-op jobs about 1.5x as fast as 16.
-BATCH = 48
-# Fewer ready commands than this are claimed one at a time, so workers share them.
-SHARE_AT = 16
+__all__ = ["BATCH", "LOST_ATTEMPTS_LIMIT", "SHARE_AT", "Claimed", "claim", "runnable"]
+
 LOST_ATTEMPTS_LIMIT = 5
-
-
-PG_CLAIM = f"""
-WITH picked AS (
-    SELECT id, priority, available_at FROM later_delivery_queue
-    WHERE namespace = %(ns)s AND available_at <= %(now)s {{queue_filter}}
-      AND lease_owner IS DISTINCT FROM %(owner)s
-    ORDER BY priority DESC, available_at, id
-    LIMIT {{batch}} FOR UPDATE SKIP LOCKED
-), ranked AS (
-    SELECT id, available_at,
-           row_number() OVER (ORDER BY priority DESC, available_at, id) AS position,
-           count(*) OVER () AS ready
-    FROM picked
-), claimed AS (
-    UPDATE later_delivery_queue AS q
-    SET lease_owner = %(owner)s, available_at = %(expires)s
-    FROM ranked
-    WHERE q.id = ranked.id
-      AND ranked.position <= CASE WHEN ranked.ready >= {{share_at}} THEN %(room)s ELSE 1 END
-    RETURNING q.job_id, q.enqueued_at, ranked.available_at AS ready_at, ranked.position
-), previous AS (
-    SELECT job_id, owner FROM later_job_execution
-    WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
-), leased AS (
-    INSERT INTO later_job_execution (namespace, job_id, owner, epoch, started_at, lease_expires_at)
-    SELECT %(ns)s, job_id, %(owner)s, 1, %(now)s, %(expires)s FROM claimed
-    ON CONFLICT (namespace, job_id) DO UPDATE SET
-        owner = excluded.owner, epoch = later_job_execution.epoch + 1,
-        started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at
-    RETURNING job_id, epoch
-), marked AS (
-    UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1,
-        started_at = %(now)s, transitioned_at = %(now)s, worker_id = %(owner)s,
-        revision = revision + 1
-    WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
-)
-SELECT c.job_id, c.enqueued_at, c.ready_at, l.epoch, p.owner, s.value
-FROM claimed AS c
-JOIN leased AS l ON l.job_id = c.job_id
-LEFT JOIN previous AS p ON p.job_id = c.job_id
-LEFT JOIN later_storage AS s ON s.namespace = %(ns)s AND s.key = 'job:' || c.job_id
-ORDER BY c.position
-"""
-
-
-def _claim_postgres(cursor: Any, namespace, owner, queues, now, expires, room) -> list[tuple]:
-    queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
-    cursor.execute(
-        PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH, share_at=SHARE_AT),
-        {
-            "ns": namespace,
-            "now": now,
-            "queues": list(queues or ()),
-            "owner": owner,
-            "expires": expires,
-            "room": min(room, BATCH),
-        },
-    )
-    return cursor.fetchall()
-
-
-def _claim_sqlite(cursor: Any, connection, namespace, owner, queues, now, expires, room):
-    queue_filter = ""
-    params: list[object] = [namespace, to_db(connection, now)]
-    if queues:
-        queue_filter = f"AND queue_name IN ({placeholders(len(queues))})"
-        params.extend(queues)
-    cursor.execute(
-        "SELECT id, job_id, enqueued_at, available_at FROM later_delivery_queue "
-        f"WHERE namespace = %s AND available_at <= %s {queue_filter} "
-        "AND lease_owner IS NOT %s "
-        f"ORDER BY priority DESC, available_at, id LIMIT {BATCH}",
-        [*params, owner],
-    )
-    rows = cursor.fetchall()
-    take = rows[: min(room, BATCH)] if len(rows) >= SHARE_AT else rows[:1]
-    if not take:
-        return []
-    ids = [r[1] for r in take]
-    marks = placeholders(len(ids))
-    cursor.execute(
-        "UPDATE later_delivery_queue SET lease_owner = %s, available_at = %s "
-        f"WHERE id IN ({placeholders(len(take))})",
-        [owner, to_db(connection, expires), *[r[0] for r in take]],
-    )
-    cursor.execute(
-        "SELECT job_id, owner FROM later_job_execution "
-        f"WHERE namespace = %s AND job_id IN ({marks})",
-        [namespace, *ids],
-    )
-    previous = dict(cursor.fetchall())
-    values = ", ".join(["(%s, %s, %s, 1, %s, %s)"] * len(ids))
-    lease_params: list[object] = []
-    for job_id in ids:
-        lease_params += [
-            namespace,
-            job_id,
-            owner,
-            to_db(connection, now),
-            to_db(connection, expires),
-        ]
-    cursor.execute(
-        "INSERT INTO later_job_execution "
-        "(namespace, job_id, owner, epoch, started_at, lease_expires_at) "
-        f"VALUES {values} ON CONFLICT (namespace, job_id) DO UPDATE SET "
-        "owner = excluded.owner, epoch = later_job_execution.epoch + 1, "
-        "started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at "
-        "RETURNING job_id, epoch",
-        lease_params,
-    )
-    epochs = dict(cursor.fetchall())
-    cursor.execute(
-        f"UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1, "
-        "started_at = %s, transitioned_at = %s, worker_id = %s, revision = revision + 1 "
-        f"WHERE namespace = %s AND job_id IN ({marks})",
-        [to_db(connection, now), to_db(connection, now), owner, namespace, *ids],
-    )
-    cursor.execute(
-        f"SELECT key, value FROM later_storage WHERE namespace = %s AND key IN ({marks})",
-        [namespace, *[job_key(i) for i in ids]],
-    )
-    values_by_id = {key[4:]: value for key, value in cursor.fetchall()}
-    return [
-        (
-            job_id,
-            enqueued_at,
-            ready_at,
-            epochs[job_id],
-            previous.get(job_id),
-            values_by_id.get(job_id),
-        )
-        for _, job_id, enqueued_at, ready_at in take
-    ]
 
 
 def claim(
@@ -202,17 +58,13 @@ def claim(
     connection = connection_for(using)
     now = timezone.now()
     expires = now + timedelta(seconds=lease_seconds)
-    if is_postgres(connection) and not connection.in_atomic_block:
+    sql = dialect(connection)
+    if sql.ALONE and not connection.in_atomic_block:
         with hot_cursor(using) as cursor:
-            rows = _claim_postgres(cursor, namespace, owner, queues, now, expires, free)
+            rows = sql.claim(cursor, namespace, owner, queues, now, expires, free)
     else:
         with write_transaction(using, hot=True) as cursor:
-            if is_postgres(connection):
-                rows = _claim_postgres(cursor, namespace, owner, queues, now, expires, free)
-            else:
-                rows = _claim_sqlite(
-                    cursor, connection, namespace, owner, queues, now, expires, free
-                )
+            rows = sql.claim(cursor, namespace, owner, queues, now, expires, free)
     claimed = [decode_row(row, owner, now, lazy=lazy) for row in rows]
     for item in claimed:
         if item.epoch > 1:

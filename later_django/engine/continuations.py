@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from ..db import connection_for, is_postgres, placeholders, to_db, write_transaction
+from ..db import connection_for, placeholders, to_db, write_transaction
 from ..exceptions import InvalidArgument, InvalidTransition, JobNotFound, PayloadDecodeError
 from ..records import JobRecord, job_key, to_micros
 from ..states import UNFINISHED, UNSUCCESSFUL, Stage
 from ..topics import SCHEDULES_TOPIC
 from .enqueue import NewJob, insert_jobs
+from .sql import dialect
 
 if TYPE_CHECKING:
     from ..options import BackendOptions
@@ -58,26 +59,8 @@ def _parent_rows(cursor: Any, namespace: str, ids: list[str], now: datetime) -> 
     ends (on PostgreSQL in job id order, so two enqueuers never deadlock), and
     reads the stage it has once any completion holding that lock committed.
     """
-    connection = cursor.db
-    live = "(date_expire IS NULL OR date_expire > %s)"
-    params = [namespace, *ids, to_db(connection, now)]
-    if is_postgres(connection):
-        cursor.execute(
-            "UPDATE later_jobs_index AS i SET has_children = TRUE FROM ("
-            "SELECT id FROM later_jobs_index WHERE namespace = %s "
-            f"AND job_id IN ({placeholders(len(ids))}) AND {live} "
-            "ORDER BY job_id FOR NO KEY UPDATE) AS parent "
-            "WHERE i.id = parent.id RETURNING i.job_id, i.stage, i.topic, i.partition",
-            params,
-        )
-    else:
-        cursor.execute(
-            "UPDATE later_jobs_index SET has_children = TRUE WHERE namespace = %s "
-            f"AND job_id IN ({placeholders(len(ids))}) AND {live} "
-            "RETURNING job_id, stage, topic, partition",
-            params,
-        )
-    return {row[0]: row[1:] for row in cursor.fetchall()}
+    rows = dialect(cursor.db).mark_parents(cursor, namespace, ids, now)
+    return {row[0]: row[1:] for row in rows}
 
 
 def insert_continuations(later: BackendOptions, jobs: Sequence[NewJob]) -> None:
@@ -213,7 +196,7 @@ def cancel_descendants(
         cursor.execute(
             "SELECT job_id, parent_job_id FROM later_jobs_index WHERE namespace = %s "
             f"AND stage = {_WAITING} AND parent_job_id IN ({placeholders(len(frontier))})"
-            + (" FOR UPDATE" if is_postgres(connection) else ""),
+            + dialect(connection).LOCK,
             [namespace, *frontier],
         )
         children = {job_id: cancel_reason(parent, stage) for job_id, parent in cursor.fetchall()}

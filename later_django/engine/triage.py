@@ -21,7 +21,7 @@ from datetime import datetime
 from django.db.models import F
 from django.utils import timezone
 
-from ..db import from_db, is_postgres, to_db, write_transaction
+from ..db import from_db, to_db, write_transaction
 from ..exceptions import InvalidTransition
 from ..models import JobIndexRow
 from ..records import Note, to_micros
@@ -29,6 +29,7 @@ from ..states import PENDING, Stage
 from ..topics.completion import PARTITION, advance
 from . import jobs
 from .reads import load_record
+from .sql import dialect
 
 
 @dataclass
@@ -53,7 +54,7 @@ def _lock_head(cursor, namespace: str, topic: str, partition: int, job_id: str) 
         "LEFT JOIN later_partition_lease l ON l.namespace = h.namespace AND l.topic = h.topic "
         'AND l."partition" = h."partition" '
         'WHERE h.namespace = %s AND h.topic = %s AND h."partition" = %s'
-        + (" FOR UPDATE OF h" if is_postgres(cursor.db) else ""),
+        + dialect(cursor.db).LOCK_HEAD,
         [namespace, topic, partition],
     )
     row = cursor.fetchone()

@@ -1,0 +1,395 @@
+"""PostgreSQL's job-state SQL: an enqueue, a claim or a batch of outcomes is one statement.
+
+Each statement writes every table it touches in data-modifying CTEs, over
+arrays for many jobs. Outside a caller's transaction it runs alone in
+autocommit: one round trip, its own transaction. Row locks (``FOR UPDATE``,
+``SKIP LOCKED`` for claims) keep concurrent workers and enqueuers apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ...db import CANCEL_CHANNEL, placeholders, to_db
+from ...states import FINISHED, Stage, sql_list
+from ..honouring import honour_plans
+from .shared import BATCH, INDEX_COLUMNS, SHARE_AT
+
+if TYPE_CHECKING:
+    from ..enqueue import NewJob
+
+ALONE = True
+LOCK = " FOR UPDATE"
+LOCK_HEAD = " FOR UPDATE OF h"
+
+
+# -- enqueue ------------------------------------------------------------
+
+# The arrays travel in binary (%b): the text format quotes and escapes every
+# element in Python, which cost more than building the jobs.
+PG_INSERT = f"""
+WITH job AS (
+    SELECT * FROM unnest(
+        %b::text[], %b::bytea[], %b::text[], %b::text[], %b::int[], %b::text[],
+        %b::timestamptz[], %b::timestamptz[], %b::text[], %b::int[], %b::bigint[], %b::text[]
+    ) AS t(job_id, value, task_path, queue_name, priority, stage,
+           enqueued_at, run_at, topic, part, seq, parent_job_id)
+), stored AS (
+    INSERT INTO later_storage (namespace, key, value)
+    SELECT %s, 'job:' || job_id, value FROM job
+), indexed AS (
+    INSERT INTO later_jobs_index ({INDEX_COLUMNS})
+    SELECT %s, job_id, task_path, queue_name, priority, stage, 1, 0,
+           enqueued_at, run_at, enqueued_at, topic, part, seq, parent_job_id
+    FROM job
+)
+INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
+                                  enqueued_at)
+SELECT %s, queue_name, job_id, priority, run_at, enqueued_at FROM job
+WHERE stage = '{Stage.ENQUEUED}' AND topic IS NULL
+"""
+
+
+# Many jobs of one task, enqueued together (``enqueue_many``): only the ids and the
+# records differ, so only they travel as arrays; dumping ten arrays of equal values
+# cost more than the server's work on them.
+PG_INSERT_ALIKE = f"""
+WITH job AS (
+    SELECT * FROM unnest(%(ids)b::text[], %(values)b::bytea[]) AS t(job_id, value)
+), stored AS (
+    INSERT INTO later_storage (namespace, key, value)
+    SELECT %(ns)s, 'job:' || job_id, value FROM job
+), indexed AS (
+    INSERT INTO later_jobs_index ({INDEX_COLUMNS})
+    SELECT %(ns)s, job_id, %(task_path)s, %(queue)s, %(priority)s, %(stage)s, 1, 0,
+           %(enqueued_at)s, %(run_at)s, %(enqueued_at)s, NULL, NULL, NULL, NULL
+    FROM job
+)
+INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
+                                  enqueued_at)
+SELECT %(ns)s, %(queue)s, job_id, %(priority)s, %(run_at)s, %(enqueued_at)s FROM job
+WHERE %(stage)s = '{Stage.ENQUEUED}'
+"""
+
+
+# One job, as scalars: psycopg adapts a dozen one-element arrays far more slowly.
+PG_INSERT_ONE = f"""
+WITH stored AS (
+    INSERT INTO later_storage (namespace, key, value) VALUES (%(ns)s, 'job:' || %(id)s, %(value)s)
+), indexed AS (
+    INSERT INTO later_jobs_index ({INDEX_COLUMNS})
+    VALUES (%(ns)s, %(id)s, %(task_path)s, %(queue)s, %(priority)s, %(stage)s, 1, 0,
+            %(enqueued_at)s, %(run_at)s, %(enqueued_at)s, %(topic)s, %(part)s::int, %(seq)s::bigint,
+            %(parent)s)
+)
+INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
+                                  enqueued_at)
+SELECT %(ns)s, %(queue)s, %(id)s, %(priority)s, %(run_at)s, %(enqueued_at)s
+WHERE %(stage)s = '{Stage.ENQUEUED}' AND %(topic)s::text IS NULL
+"""
+
+
+def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
+    """Write new jobs with one statement: scalars for one job, arrays for many."""
+    if len(jobs) == 1:
+        job = jobs[0]
+        cursor.execute(
+            PG_INSERT_ONE,
+            {
+                "ns": namespace,
+                "id": job.record.id,
+                "value": job.record.encode(),
+                "task_path": job.record.task_path,
+                "queue": job.record.queue_name,
+                "priority": job.record.priority,
+                "stage": job.stage,
+                "enqueued_at": job.enqueued_at,
+                "run_at": job.run_at,
+                "topic": job.record.topic,
+                "part": job.record.partition,
+                "seq": job.record.sequence,
+                "parent": job.record.parent_id,
+            },
+        )
+        return
+    first = jobs[0]
+    if all(_alike(job, first) for job in jobs):
+        cursor.execute(
+            PG_INSERT_ALIKE,
+            {
+                "ids": [j.record.id for j in jobs],
+                "values": [j.record.encode() for j in jobs],
+                "ns": namespace,
+                "task_path": first.record.task_path,
+                "queue": first.record.queue_name,
+                "priority": first.record.priority,
+                "stage": first.stage,
+                "enqueued_at": first.enqueued_at,
+                "run_at": first.run_at,
+            },
+        )
+        return
+    cursor.execute(
+        PG_INSERT,
+        [
+            [j.record.id for j in jobs],
+            [j.record.encode() for j in jobs],
+            [j.record.task_path for j in jobs],
+            [j.record.queue_name for j in jobs],
+            [j.record.priority for j in jobs],
+            [j.stage for j in jobs],
+            [j.enqueued_at for j in jobs],
+            [j.run_at for j in jobs],
+            [j.record.topic for j in jobs],
+            [j.record.partition for j in jobs],
+            [j.record.sequence for j in jobs],
+            [j.record.parent_id for j in jobs],
+            namespace,
+            namespace,
+            namespace,
+        ],
+    )
+
+
+def _alike(job: NewJob, first: NewJob) -> bool:
+    """Whether ``job`` goes in the same rows as ``first`` but for its id and record."""
+    record, model = job.record, first.record
+    return (
+        record.topic is None
+        and record.parent_id is None
+        and record.task_path == model.task_path
+        and record.queue_name == model.queue_name
+        and record.priority == model.priority
+        and job.stage == first.stage
+        and job.enqueued_at == first.enqueued_at
+        and job.run_at == first.run_at
+    )
+
+
+# -- claims ------------------------------------------------------------
+
+PG_CLAIM = f"""
+WITH picked AS (
+    SELECT id, priority, available_at FROM later_delivery_queue
+    WHERE namespace = %(ns)s AND available_at <= %(now)s {{queue_filter}}
+      AND lease_owner IS DISTINCT FROM %(owner)s
+    ORDER BY priority DESC, available_at, id
+    LIMIT {{batch}} FOR UPDATE SKIP LOCKED
+), ranked AS (
+    SELECT id, available_at,
+           row_number() OVER (ORDER BY priority DESC, available_at, id) AS position,
+           count(*) OVER () AS ready
+    FROM picked
+), claimed AS (
+    UPDATE later_delivery_queue AS q
+    SET lease_owner = %(owner)s, available_at = %(expires)s
+    FROM ranked
+    WHERE q.id = ranked.id
+      AND ranked.position <= CASE WHEN ranked.ready >= {{share_at}} THEN %(room)s ELSE 1 END
+    RETURNING q.job_id, q.enqueued_at, ranked.available_at AS ready_at, ranked.position
+), previous AS (
+    SELECT job_id, owner FROM later_job_execution
+    WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
+), leased AS (
+    INSERT INTO later_job_execution (namespace, job_id, owner, epoch, started_at, lease_expires_at)
+    SELECT %(ns)s, job_id, %(owner)s, 1, %(now)s, %(expires)s FROM claimed
+    ON CONFLICT (namespace, job_id) DO UPDATE SET
+        owner = excluded.owner, epoch = later_job_execution.epoch + 1,
+        started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at
+    RETURNING job_id, epoch
+), marked AS (
+    UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1,
+        started_at = %(now)s, transitioned_at = %(now)s, worker_id = %(owner)s,
+        revision = revision + 1
+    WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
+)
+SELECT c.job_id, c.enqueued_at, c.ready_at, l.epoch, p.owner, s.value
+FROM claimed AS c
+JOIN leased AS l ON l.job_id = c.job_id
+LEFT JOIN previous AS p ON p.job_id = c.job_id
+LEFT JOIN later_storage AS s ON s.namespace = %(ns)s AND s.key = 'job:' || c.job_id
+ORDER BY c.position
+"""
+
+
+def claim(
+    cursor: Any,
+    namespace: str,
+    owner: str,
+    queues: list[str] | None,
+    now: datetime,
+    expires: datetime,
+    room: int,
+) -> list[tuple]:
+    """Lease ready commands, read their records and mark them running, in one statement."""
+    queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
+    cursor.execute(
+        PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH, share_at=SHARE_AT),
+        {
+            "ns": namespace,
+            "now": now,
+            "queues": list(queues or ()),
+            "owner": owner,
+            "expires": expires,
+            "room": min(room, BATCH),
+        },
+    )
+    return cursor.fetchall()
+
+
+# -- parents ---------------------------------------------------------------------------
+
+
+def mark_parents(cursor: Any, namespace: str, ids: list[str], now: datetime) -> list[tuple]:
+    """Lock the parents' rows in job id order, so two enqueuers never deadlock."""
+    cursor.execute(
+        "UPDATE later_jobs_index AS i SET has_children = TRUE FROM ("
+        "SELECT id FROM later_jobs_index WHERE namespace = %s "
+        f"AND job_id IN ({placeholders(len(ids))}) "
+        "AND (date_expire IS NULL OR date_expire > %s) "
+        "ORDER BY job_id FOR NO KEY UPDATE) AS parent "
+        "WHERE i.id = parent.id RETURNING i.job_id, i.stage, i.topic, i.partition",
+        [namespace, *ids, to_db(cursor.db, now)],
+    )
+    return cursor.fetchall()
+
+
+def notify_cancel(cursor: Any, namespace: str) -> None:
+    cursor.execute("SELECT pg_notify(%s, %s)", [CANCEL_CHANNEL, namespace])
+
+
+# -- outcomes ------------------------------------------------------------
+
+# Arrays travel in binary (%b), which psycopg adapts without escaping each element.
+_GIVEN = """unnest(
+        %(job_ids)b::text[], %(epochs)b::bigint[], %(stages)b::text[], %(values)b::bytea[],
+        %(finished)b::timestamptz[], %(run_at)b::timestamptz[], %(expire)b::timestamptz[],
+        %(attempts)b::int[]
+    ) AS t(job_id, epoch, stage, value, finished_at, run_at, date_expire, attempts_delta)"""
+
+# Stores the outcomes in ``v``; returns (job id, deferred, ...) for each one it held.
+_STORE = f"""fenced AS (
+    DELETE FROM later_job_execution AS e USING v
+    WHERE e.namespace = %(ns)s AND e.owner = %(owner)s AND e.job_id = v.job_id
+      AND e.epoch = v.epoch
+    RETURNING e.job_id
+), held AS (
+    SELECT v.* FROM v JOIN fenced USING (job_id)
+), stored AS (
+    UPDATE later_storage AS s SET value = COALESCE(held.value, s.value),
+        date_expire = held.date_expire
+    FROM held
+    WHERE s.namespace = %(ns)s AND s.key = 'job:' || held.job_id
+), indexed AS (
+    UPDATE later_jobs_index AS i SET stage = held.stage, finished_at = held.finished_at,
+        transitioned_at = %(now)s, run_at = held.run_at, date_expire = held.date_expire,
+        attempts = i.attempts + held.attempts_delta, revision = i.revision + 1
+    FROM held
+    WHERE i.namespace = %(ns)s AND i.job_id = held.job_id
+), dequeued AS (
+    DELETE FROM later_delivery_queue AS d USING held
+    WHERE d.namespace = %(ns)s AND d.job_id = held.job_id AND held.stage <> '{Stage.ENQUEUED}'
+), requeued AS (
+    UPDATE later_delivery_queue AS d SET lease_owner = NULL, available_at = %(now)s
+    FROM held
+    WHERE d.namespace = %(ns)s AND d.job_id = held.job_id AND held.stage = '{Stage.ENQUEUED}'
+    RETURNING d.job_id
+), woken AS (
+    SELECT pg_notify('later_delivery', %(ns)s) FROM (SELECT 1 FROM requeued LIMIT 1) AS any_requeued
+)
+SELECT job_id, FALSE, (SELECT COUNT(*) FROM woken) FROM fenced"""
+
+# In the transaction that also settles partition heads and children. The index rows
+# are locked first, which reads a cancel request committed by a cancel that held a row;
+# unless ``honoured``, a job with one is left out ("deferred") for honouring.honour.
+PG_OUTCOMES = f"""
+WITH given AS (
+    SELECT * FROM {_GIVEN}
+), locked AS MATERIALIZED (
+    SELECT job_id, cancel_requested_at IS NOT NULL AS flagged FROM later_jobs_index
+    WHERE namespace = %(ns)s AND job_id = ANY(%(job_ids)b::text[])
+    ORDER BY job_id FOR NO KEY UPDATE
+), deferred AS (
+    SELECT job_id FROM locked WHERE flagged AND NOT %(honoured)s
+), v AS (
+    SELECT * FROM given WHERE job_id NOT IN (SELECT job_id FROM deferred)
+), {_STORE}
+UNION ALL SELECT job_id, TRUE, 0 FROM deferred
+"""
+
+# On its own, in autocommit: every job's index row is locked first (in id order,
+# as a continuation's enqueue locks parents), which reads ``has_children`` and a
+# cancel request as committed by any enqueue or cancel that held the row. A
+# finished job with children, and any job with a cancel request, is left alone
+# ("deferred") for the transaction that settles children and honours cancels.
+PG_OUTCOMES_ALONE = f"""
+WITH locked AS MATERIALIZED (
+    SELECT job_id, has_children, cancel_requested_at IS NOT NULL AS flagged
+    FROM later_jobs_index
+    WHERE namespace = %(ns)s AND job_id = ANY(%(job_ids)b::text[])
+    ORDER BY job_id FOR NO KEY UPDATE
+), given AS (
+    SELECT * FROM {_GIVEN}
+), deferred AS (
+    SELECT l.job_id FROM locked AS l JOIN given AS g USING (job_id)
+    WHERE (l.has_children AND g.stage IN ({sql_list(FINISHED)})) OR l.flagged
+), v AS (
+    SELECT * FROM given WHERE job_id NOT IN (SELECT job_id FROM deferred)
+), {_STORE}
+UNION ALL SELECT job_id, TRUE, 0 FROM deferred
+"""
+
+
+def _params(namespace, owner, plans, now, expire_at, honoured=False) -> dict[str, object]:
+    return {
+        "ns": namespace,
+        "owner": owner,
+        "now": now,
+        "job_ids": [o.job_id for o, *_ in plans],
+        "epochs": [o.epoch for o, *_ in plans],
+        "stages": [stage for _, stage, _, _ in plans],
+        "values": [o.record.encode() if o.record else None for o, *_ in plans],
+        "finished": [o.finished_at if t else None for o, _, _, t in plans],
+        "run_at": [run_at for _, _, run_at, _ in plans],
+        "expire": [expire_at if t else None for *_, t in plans],
+        "attempts": [o.attempts_delta for o, *_ in plans],
+        "honoured": honoured,
+    }
+
+
+def record_outcomes(
+    cursor: Any,
+    namespace: str,
+    owner: str,
+    plans: list,
+    now: datetime,
+    expire_at: datetime,
+) -> set[str]:
+    """Store the outcomes; those with a cancel request come back deferred, their index
+    rows locked, and are stored once honoured."""
+    cursor.execute(PG_OUTCOMES, _params(namespace, owner, plans, now, expire_at))
+    rows = cursor.fetchall()
+    held = {job_id for job_id, deferred, _ in rows if not deferred}
+    flagged = {job_id for job_id, deferred, _ in rows if deferred}
+    if flagged:
+        again = honour_plans(cursor, namespace, plans, flagged, now)
+        cursor.execute(PG_OUTCOMES, _params(namespace, owner, again, now, expire_at, True))
+        held |= {job_id for job_id, deferred, _ in cursor.fetchall() if not deferred}
+    return held
+
+
+def record_alone(
+    cursor: Any,
+    namespace: str,
+    owner: str,
+    plans: list,
+    now: datetime,
+    expire_at: datetime,
+) -> tuple[set[str], set[str]]:
+    cursor.execute(PG_OUTCOMES_ALONE, _params(namespace, owner, plans, now, expire_at))
+    rows = cursor.fetchall()
+    held = {job_id for job_id, deferred, _ in rows if not deferred}
+    deferred = {job_id for job_id, is_deferred, _ in rows if is_deferred}
+    return held, deferred

@@ -1,0 +1,255 @@
+"""SQLite's job-state SQL: a few statements in the caller's write transaction.
+
+SQLite has one writer at a time, and the engine opens every write transaction
+with the write lock (``db.write_transaction``), so no statement here needs a
+row lock: nothing else writes until the transaction ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ...db import placeholders, to_db
+from ...records import job_key
+from ...states import Stage
+from ..honouring import flagged_jobs, honour_plans
+from .shared import BATCH, INDEX_COLUMNS, SHARE_AT
+
+if TYPE_CHECKING:
+    from ..enqueue import NewJob
+
+ALONE = False
+LOCK = ""
+LOCK_HEAD = ""
+
+
+def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
+    """Write new jobs: one ``executemany`` per table."""
+    connection = cursor.db
+    cursor.executemany(
+        "INSERT INTO later_storage (namespace, key, value) VALUES (%s, %s, %s)",
+        [(namespace, job_key(j.record.id), j.record.encode()) for j in jobs],
+    )
+    cursor.executemany(
+        f"INSERT INTO later_jobs_index ({INDEX_COLUMNS}) "
+        "VALUES (%s, %s, %s, %s, %s, %s, 1, 0, %s, %s, %s, %s, %s, %s, %s)",
+        [
+            (
+                namespace,
+                j.record.id,
+                j.record.task_path,
+                j.record.queue_name,
+                j.record.priority,
+                j.stage,
+                to_db(connection, j.enqueued_at),
+                to_db(connection, j.run_at),
+                to_db(connection, j.enqueued_at),
+                j.record.topic,
+                j.record.partition,
+                j.record.sequence,
+                j.record.parent_id,
+            )
+            for j in jobs
+        ],
+    )
+    queued = [j for j in jobs if j.stage == Stage.ENQUEUED and j.record.topic is None]
+    if queued:
+        cursor.executemany(
+            "INSERT INTO later_delivery_queue "
+            "(namespace, queue_name, job_id, priority, available_at, enqueued_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
+            [
+                (
+                    namespace,
+                    j.record.queue_name,
+                    j.record.id,
+                    j.record.priority,
+                    to_db(connection, j.run_at),
+                    to_db(connection, j.enqueued_at),
+                )
+                for j in queued
+            ],
+        )
+
+
+def claim(
+    cursor: Any,
+    namespace: str,
+    owner: str,
+    queues: list[str] | None,
+    now: datetime,
+    expires: datetime,
+    room: int,
+) -> list[tuple]:
+    """Lease ready commands, take their execution leases, mark them running, read them."""
+    connection = cursor.db
+    queue_filter = ""
+    params: list[object] = [namespace, to_db(connection, now)]
+    if queues:
+        queue_filter = f"AND queue_name IN ({placeholders(len(queues))})"
+        params.extend(queues)
+    cursor.execute(
+        "SELECT id, job_id, enqueued_at, available_at FROM later_delivery_queue "
+        f"WHERE namespace = %s AND available_at <= %s {queue_filter} "
+        "AND lease_owner IS NOT %s "
+        f"ORDER BY priority DESC, available_at, id LIMIT {BATCH}",
+        [*params, owner],
+    )
+    rows = cursor.fetchall()
+    take = rows[: min(room, BATCH)] if len(rows) >= SHARE_AT else rows[:1]
+    if not take:
+        return []
+    ids = [r[1] for r in take]
+    marks = placeholders(len(ids))
+    cursor.execute(
+        "UPDATE later_delivery_queue SET lease_owner = %s, available_at = %s "
+        f"WHERE id IN ({placeholders(len(take))})",
+        [owner, to_db(connection, expires), *[r[0] for r in take]],
+    )
+    cursor.execute(
+        "SELECT job_id, owner FROM later_job_execution "
+        f"WHERE namespace = %s AND job_id IN ({marks})",
+        [namespace, *ids],
+    )
+    previous = dict(cursor.fetchall())
+    values = ", ".join(["(%s, %s, %s, 1, %s, %s)"] * len(ids))
+    lease_params: list[object] = []
+    for job_id in ids:
+        lease_params += [
+            namespace,
+            job_id,
+            owner,
+            to_db(connection, now),
+            to_db(connection, expires),
+        ]
+    cursor.execute(
+        "INSERT INTO later_job_execution "
+        "(namespace, job_id, owner, epoch, started_at, lease_expires_at) "
+        f"VALUES {values} ON CONFLICT (namespace, job_id) DO UPDATE SET "
+        "owner = excluded.owner, epoch = later_job_execution.epoch + 1, "
+        "started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at "
+        "RETURNING job_id, epoch",
+        lease_params,
+    )
+    epochs = dict(cursor.fetchall())
+    cursor.execute(
+        f"UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1, "
+        "started_at = %s, transitioned_at = %s, worker_id = %s, revision = revision + 1 "
+        f"WHERE namespace = %s AND job_id IN ({marks})",
+        [to_db(connection, now), to_db(connection, now), owner, namespace, *ids],
+    )
+    cursor.execute(
+        f"SELECT key, value FROM later_storage WHERE namespace = %s AND key IN ({marks})",
+        [namespace, *[job_key(i) for i in ids]],
+    )
+    values_by_id = {key[4:]: value for key, value in cursor.fetchall()}
+    return [
+        (
+            job_id,
+            enqueued_at,
+            ready_at,
+            epochs[job_id],
+            previous.get(job_id),
+            values_by_id.get(job_id),
+        )
+        for _, job_id, enqueued_at, ready_at in take
+    ]
+
+
+def mark_parents(cursor: Any, namespace: str, ids: list[str], now: datetime) -> list[tuple]:
+    cursor.execute(
+        "UPDATE later_jobs_index SET has_children = TRUE WHERE namespace = %s "
+        f"AND job_id IN ({placeholders(len(ids))}) "
+        "AND (date_expire IS NULL OR date_expire > %s) "
+        "RETURNING job_id, stage, topic, partition",
+        [namespace, *ids, to_db(cursor.db, now)],
+    )
+    return cursor.fetchall()
+
+
+def notify_cancel(cursor: Any, namespace: str) -> None:
+    """Nothing to send: SQLite workers look for cancel requests at every heartbeat."""
+
+
+def record_outcomes(
+    cursor: Any,
+    namespace: str,
+    owner: str,
+    plans: list,
+    now: datetime,
+    expire_at: datetime,
+) -> set[str]:
+    """Honour cancel requests first (no other writer can add one meanwhile), then store."""
+    connection = cursor.db
+    if flagged := flagged_jobs(cursor, namespace, [o.job_id for o, *_ in plans]):
+        honour_plans(cursor, namespace, plans, flagged, now)
+    tokens = [f"{o.job_id}:{o.epoch}" for o, *_ in plans]
+    cursor.execute(
+        "DELETE FROM later_job_execution WHERE namespace = %s AND owner = %s "
+        f"AND job_id || ':' || epoch IN ({placeholders(len(tokens))}) RETURNING job_id",
+        [namespace, owner, *tokens],
+    )
+    held = {row[0] for row in cursor.fetchall()}
+    plans = [p for p in plans if p[0].job_id in held]
+    if not plans:
+        return held
+    # A record that could not be decoded keeps its bytes but still expires with its job.
+    cursor.executemany(
+        "UPDATE later_storage SET value = COALESCE(%s, value), date_expire = %s "
+        "WHERE namespace = %s AND key = %s",
+        [
+            (
+                o.record.encode() if o.record is not None else None,
+                to_db(connection, expire_at) if t else None,
+                namespace,
+                job_key(o.job_id),
+            )
+            for o, _, _, t in plans
+        ],
+    )
+    cursor.executemany(
+        "UPDATE later_jobs_index SET stage = %s, finished_at = %s, transitioned_at = %s, "
+        "run_at = %s, date_expire = %s, attempts = attempts + %s, revision = revision + 1 "
+        "WHERE namespace = %s AND job_id = %s",
+        [
+            (
+                stage,
+                to_db(connection, o.finished_at) if t else None,
+                to_db(connection, now),
+                to_db(connection, run_at),
+                to_db(connection, expire_at) if t else None,
+                o.attempts_delta,
+                namespace,
+                o.job_id,
+            )
+            for o, stage, run_at, t in plans
+        ],
+    )
+    gone = [o.job_id for o, stage, _, _ in plans if stage != Stage.ENQUEUED]
+    back = [o.job_id for o, stage, _, _ in plans if stage == Stage.ENQUEUED]
+    if gone:
+        cursor.execute(
+            f"DELETE FROM later_delivery_queue WHERE namespace = %s "
+            f"AND job_id IN ({placeholders(len(gone))})",
+            [namespace, *gone],
+        )
+    if back:
+        cursor.execute(
+            "UPDATE later_delivery_queue SET lease_owner = NULL, available_at = %s "
+            f"WHERE namespace = %s AND job_id IN ({placeholders(len(back))})",
+            [to_db(connection, now), namespace, *back],
+        )
+    return held
+
+
+def record_alone(
+    cursor: Any,
+    namespace: str,
+    owner: str,
+    plans: list,
+    now: datetime,
+    expire_at: datetime,
+) -> tuple[set[str], set[str]]:
+    raise NotImplementedError("SQLite stores outcomes in a write transaction (ALONE is False)")
