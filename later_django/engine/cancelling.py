@@ -25,11 +25,11 @@ from django.utils import timezone
 from ..db import from_db, to_db, write_transaction
 from ..exceptions import InvalidTransition, JobNotFound
 from ..records import to_micros
+from ..sql import dialect
 from ..states import CANCELLABLE, PENDING, Stage
 from ..topics.completion import PARTITION, advance
 from . import jobs
 from .reads import load_record
-from .sql import dialect
 
 
 def cancel_by_id(job_id: str, *, namespace: str, reason: str) -> Stage:

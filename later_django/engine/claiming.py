@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from ..claims import Claimed, decode_row, store_lost_attempts
 from ..db import connection_for, hot_cursor, placeholders, to_db, write_transaction
-from .sql import dialect
-from .sql.shared import BATCH, SHARE_AT
+from ..sql import dialect
+from ..sql.shared import BATCH, SHARE_AT
 
 # The logger keeps the name it had before the module moved, which operators filter on.
 logger = logging.getLogger("later_django.worker.claiming")

@@ -29,10 +29,10 @@ from django.utils import timezone
 from ..db import connection_for, placeholders, to_db, write_transaction
 from ..exceptions import InvalidArgument, InvalidTransition, JobNotFound, PayloadDecodeError
 from ..records import JobRecord, job_key, to_micros
+from ..sql import dialect
 from ..states import UNFINISHED, UNSUCCESSFUL, Stage
 from ..topics import SCHEDULES_TOPIC
 from .enqueue import NewJob, insert_jobs
-from .sql import dialect
 
 if TYPE_CHECKING:
     from ..options import BackendOptions

@@ -15,8 +15,8 @@ from datetime import datetime
 
 from ..db import one_statement
 from ..records import JobRecord
+from ..sql import dialect
 from ..states import Stage
-from .sql import dialect
 
 
 @dataclass

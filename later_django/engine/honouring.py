@@ -27,16 +27,6 @@ from .attempt import CANCELLED, RELEASE, SUCCESS, Outcome, planned
 DEFAULT_REASON = "Cancelled while it ran."
 
 
-def flagged_jobs(cursor: Any, namespace: str, job_ids: list[str]) -> set[str]:
-    """Which of ``job_ids`` have a cancel request (SQLite, whose writers take turns)."""
-    cursor.execute(
-        f"SELECT job_id FROM later_jobs_index WHERE namespace = %s AND job_id IN "
-        f"({placeholders(len(job_ids))}) AND cancel_requested_at IS NOT NULL",
-        [namespace, *job_ids],
-    )
-    return {row[0] for row in cursor.fetchall()}
-
-
 def honour_plans(cursor: Any, namespace: str, plans: list, flagged: set[str], now) -> list:
     """Honour the cancels of the ``flagged`` jobs' outcomes, re-planning them in ``plans``
     (outcomes.py's (outcome, stage, run_at, terminal) tuples); return their new plans."""

@@ -20,11 +20,12 @@ from datetime import timedelta
 from django.utils import timezone
 
 from ..db import connection_for, hot_cursor, retrying, write_transaction
+from ..sql import dialect
 from ..states import Stage
 from ..topics import completion as partitions
 from . import continuations
 from .attempt import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, plan, planned
-from .sql import dialect
+from .honouring import honour_plans
 
 # The logger keeps the name it had before the module moved, which operators filter on.
 logger = logging.getLogger("later_django.worker.outcomes")
@@ -100,7 +101,16 @@ def _record_with_settling(connection, namespace, owner, plans, now, expire_at, u
     with write_transaction(using, hot=True) as cursor:
         # Before the execution leases; plain jobs have no heads and skip the topics code.
         heads = {} if _plain(outcomes) else partitions.lock_heads(cursor, namespace, outcomes)
-        held = dialect(connection).record_outcomes(cursor, namespace, owner, plans, now, expire_at)
+        sql = dialect(connection)
+        held, flagged = sql.record_outcomes(
+            cursor, namespace, owner, plans, now, expire_at, honoured=False
+        )
+        if flagged:
+            again = honour_plans(cursor, namespace, plans, flagged, now)
+            more, _ = sql.record_outcomes(
+                cursor, namespace, owner, again, now, expire_at, honoured=True
+            )
+            held |= more
         # A finished head advances its partition in the transaction that stores its state.
         settled = [p for p in plans if p[0].job_id in held]
         if heads:

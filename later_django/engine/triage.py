@@ -25,11 +25,11 @@ from ..db import from_db, to_db, write_transaction
 from ..exceptions import InvalidTransition
 from ..models import JobIndexRow
 from ..records import Note, to_micros
+from ..sql import dialect
 from ..states import PENDING, Stage
 from ..topics.completion import PARTITION, advance
 from . import jobs
 from .reads import load_record
-from .sql import dialect
 
 
 @dataclass

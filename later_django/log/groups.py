@@ -21,9 +21,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ..db import connection_for, is_postgres, to_db, write_transaction
+from ..db import connection_for, to_db, write_transaction
 from ..exceptions import InvalidArgument, LeaseLost
 from ..options import validate_name
+from ..sql import dialect
 from ..topics.assignment import rendezvous_owner
 from ..topics.registry import partition_count
 from .records import Record, log_backend, read
@@ -221,8 +222,7 @@ class Consumer:
                 epoch = self.leases.get(partition)
                 cursor.execute(
                     "SELECT owner, epoch FROM later_log_consumer_lease WHERE namespace = %s "
-                    'AND "group" = %s AND topic = %s AND partition = %s'
-                    + (" FOR UPDATE" if is_postgres(connection) else ""),
+                    'AND "group" = %s AND topic = %s AND partition = %s' + dialect(connection).LOCK,
                     [ns, self.group, self.topic, partition],
                 )
                 row = cursor.fetchone()

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from ..db import is_postgres, to_db, write_transaction
+from ..db import to_db, write_transaction
 from ..exceptions import ScheduleBusy, ScheduleNotFound
+from ..sql import dialect
 from .cron import next_run
 from .store import COLUMNS, ScheduleInfo, info
 from .ticking import _enqueue, _unfinished
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 def _locked(cursor: Any, namespace: str, identifier: str) -> tuple:
     cursor.execute(
         f"SELECT {COLUMNS} FROM later_schedule WHERE namespace = %s AND identifier = %s"
-        + (" FOR UPDATE" if is_postgres(cursor.db) else ""),
+        + dialect(cursor.db).LOCK,
         [namespace, identifier],
     )
     row = cursor.fetchone()

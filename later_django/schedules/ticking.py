@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from ..db import connection_for, from_db, is_postgres, to_db, write_transaction
+from ..db import connection_for, from_db, to_db, write_transaction
 from ..records import JobRecord, job_key
 from ..results import resolve_task
+from ..sql import dialect
 from ..states import UNFINISHED
 from ..tasks_api import TaskResult
 from . import SCHEDULES_TOPIC
@@ -83,8 +84,7 @@ def run_due(backend: LaterBackend) -> list[str]:
         cursor.execute(
             "SELECT identifier, cron, task_path, payload, sequential, next_run_at, last_job_id, "
             f"revision FROM later_schedule WHERE {UNPAUSED} AND next_run_at <= %s "
-            "ORDER BY next_run_at LIMIT %s"
-            + (" FOR UPDATE SKIP LOCKED" if is_postgres(connection) else ""),
+            "ORDER BY next_run_at LIMIT %s" + dialect(connection).SKIP_LOCKED,
             [namespace, False, to_db(connection, now), BATCH],
         )
         for row in cursor.fetchall():

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from ..db import is_postgres, placeholders, to_db
+from ..sql import dialect
 from ..states import FINISHED, Stage
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ def lock_heads(cursor: Any, namespace: str, outcomes: list[Any]) -> dict[str, He
         "FROM later_partition_head h LEFT JOIN later_partition_lease l "
         'ON l.namespace = h.namespace AND l.topic = h.topic AND l."partition" = h."partition" '
         f"WHERE h.namespace = %s AND ({' OR '.join(where)}) "
-        'ORDER BY h.topic, h."partition"' + (" FOR UPDATE OF h" if is_postgres(cursor.db) else ""),
+        'ORDER BY h.topic, h."partition"' + dialect(cursor.db).LOCK_HEAD,
         params,
     )
     ids = {o.job_id for o in outcomes}

@@ -15,15 +15,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..db import (
-    NOTIFY_CHANNEL,
     connection_for,
-    is_postgres,
     placeholders,
     to_db,
     write_transaction,
 )
 from ..exceptions import InvalidArgument, PayloadDecodeError, TopicLayoutMismatch
 from ..records import JobRecord
+from ..sql import dialect
 from .registry import check_layout, partition_count
 from .routing import partition_for_key
 
@@ -179,9 +178,8 @@ def place(cursor: Any, later: BackendOptions, jobs: Sequence[NewJob]) -> None:
         + ' ON CONFLICT (namespace, topic, "partition") DO NOTHING',
         [v for row in heads for v in row],
     )
-    if is_postgres(connection):
-        # Ordered jobs have no queue command, whose trigger would wake idle workers.
-        cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, namespace])
+    # Ordered jobs have no queue command, whose trigger would wake idle workers.
+    dialect(connection).notify_queued(cursor, namespace)
 
 
 def requeue_in_partition(later: BackendOptions, job: NewJob) -> None:

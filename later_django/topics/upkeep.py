@@ -21,6 +21,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from ..db import connection_for, is_postgres, to_db, write_transaction
+from ..sql import dialect
 
 TRUNCATE_BATCH = 1000
 
@@ -38,7 +39,7 @@ def renew(namespace: str, owner: str, *, lease_seconds: float, using: str) -> in
     """
     connection = connection_for(using)
     until = to_db(connection, timezone.now() + timedelta(seconds=lease_seconds))
-    skip_locked = " FOR UPDATE SKIP LOCKED" if is_postgres(connection) else ""
+    skip_locked = dialect(connection).SKIP_LOCKED
     with write_transaction(using) as cursor:
         # Heads before leases: the order claiming and outcomes lock them in.
         cursor.execute(

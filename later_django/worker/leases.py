@@ -8,7 +8,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ..db import connection_for, is_postgres, to_db, write_transaction
+from ..db import connection_for, to_db, write_transaction
+from ..sql import dialect
 
 
 def renew(namespace: str, owner: str, *, lease_seconds: float, using: str) -> None:
@@ -22,7 +23,7 @@ def renew(namespace: str, owner: str, *, lease_seconds: float, using: str) -> No
     """
     connection = connection_for(using)
     expires = to_db(connection, timezone.now() + timedelta(seconds=lease_seconds))
-    skip_locked = " FOR UPDATE SKIP LOCKED" if is_postgres(connection) else ""
+    skip_locked = dialect(connection).SKIP_LOCKED
     with write_transaction(using) as cursor:
         cursor.execute(
             "UPDATE later_delivery_queue SET available_at = %s WHERE id IN ("

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from ..counts import stage_counts
 from ..db import connection_for, is_postgres, placeholders, to_db, write_transaction
+from ..sql import dialect
 from ..states import SCHEDULED, Stage, sql_list
 
 logger = logging.getLogger(__name__)
@@ -34,9 +35,8 @@ def promote_due(
     """
     connection = connection_for(using)
     now = now or timezone.now()
-    lock = ""
-    if is_postgres(connection):
-        lock = " FOR UPDATE SKIP LOCKED" if skip_locked else " FOR UPDATE"
+    sql = dialect(connection)
+    lock = sql.SKIP_LOCKED if skip_locked else sql.LOCK
     with write_transaction(using) as cursor:
         cursor.execute(
             "SELECT job_id, queue_name, priority, enqueued_at FROM later_jobs_index "

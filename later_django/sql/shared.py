@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..enqueue import NewJob
+    from ..engine.enqueue import NewJob
 
 # The most commands one claim takes. A claim, and a batch of outcomes, costs about
 # the same for one job as for many: 48 drained no-op jobs about 1.5x as fast as 16.
@@ -30,6 +30,8 @@ class Dialect(Protocol):
     LOCK: str
     # The same, for a SELECT from ``later_partition_head h`` joined to other tables.
     LOCK_HEAD: str
+    # The same, passing over rows another transaction has locked (claims, upkeep).
+    SKIP_LOCKED: str
 
     def insert_jobs(self, cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
         """Write the record, index row and (if runnable now) queue command of each job."""
@@ -61,9 +63,11 @@ class Dialect(Protocol):
         plans: list,
         now: datetime,
         expire_at: datetime,
-    ) -> set[str]:
-        """Store outcomes in the caller's transaction, fenced by lease and honouring
-        cancel requests; return the ids of the jobs whose outcome was stored."""
+        honoured: bool,
+    ) -> tuple[set[str], set[str]]:
+        """Store outcomes in the caller's transaction, fenced by lease: the ids stored,
+        and (unless ``honoured``) those left unstored because a cancel was asked for,
+        for the caller to honour and store again with ``honoured``."""
 
     def record_alone(
         self,
@@ -77,6 +81,10 @@ class Dialect(Protocol):
         """Where ``ALONE``: store plain outcomes in one autocommit statement; return the
         ids stored and the ids left for a transaction (children to settle, or a cancel
         to honour)."""
+
+    def notify_queued(self, cursor: Any, namespace: str) -> None:
+        """Wake the namespace's idle workers at once for jobs that have no queue
+        command (ordered jobs), if the database can; otherwise they look soon."""
 
     def notify_cancel(self, cursor: Any, namespace: str) -> None:
         """Tell the namespace's workers at once that a cancel was asked for, if the

@@ -11,18 +11,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ...db import placeholders, to_db
-from ...records import job_key
-from ...states import Stage
-from ..honouring import flagged_jobs, honour_plans
+from ..db import placeholders, to_db
+from ..records import job_key
+from ..states import Stage
 from .shared import BATCH, INDEX_COLUMNS, SHARE_AT
 
 if TYPE_CHECKING:
-    from ..enqueue import NewJob
+    from ..engine.enqueue import NewJob
 
 ALONE = False
 LOCK = ""
 LOCK_HEAD = ""
+SKIP_LOCKED = ""
 
 
 def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
@@ -169,6 +169,10 @@ def mark_parents(cursor: Any, namespace: str, ids: list[str], now: datetime) -> 
     return cursor.fetchall()
 
 
+def notify_queued(cursor: Any, namespace: str) -> None:
+    """Nothing to send: idle SQLite workers watch the database for commits."""
+
+
 def notify_cancel(cursor: Any, namespace: str) -> None:
     """Nothing to send: SQLite workers look for cancel requests at every heartbeat."""
 
@@ -180,11 +184,17 @@ def record_outcomes(
     plans: list,
     now: datetime,
     expire_at: datetime,
-) -> set[str]:
-    """Honour cancel requests first (no other writer can add one meanwhile), then store."""
+    honoured: bool,
+) -> tuple[set[str], set[str]]:
+    """Store the outcomes; unless ``honoured``, those of jobs with a cancel request come
+    back unstored (flagged). The write transaction keeps any new request out meanwhile."""
     connection = cursor.db
-    if flagged := flagged_jobs(cursor, namespace, [o.job_id for o, *_ in plans]):
-        honour_plans(cursor, namespace, plans, flagged, now)
+    flagged: set[str] = set()
+    if not honoured:
+        flagged = _flagged(cursor, namespace, [o.job_id for o, *_ in plans])
+        plans = [p for p in plans if p[0].job_id not in flagged]
+        if not plans:
+            return set(), flagged
     tokens = [f"{o.job_id}:{o.epoch}" for o, *_ in plans]
     cursor.execute(
         "DELETE FROM later_job_execution WHERE namespace = %s AND owner = %s "
@@ -194,7 +204,7 @@ def record_outcomes(
     held = {row[0] for row in cursor.fetchall()}
     plans = [p for p in plans if p[0].job_id in held]
     if not plans:
-        return held
+        return held, flagged
     # A record that could not be decoded keeps its bytes but still expires with its job.
     cursor.executemany(
         "UPDATE later_storage SET value = COALESCE(%s, value), date_expire = %s "
@@ -241,7 +251,17 @@ def record_outcomes(
             f"WHERE namespace = %s AND job_id IN ({placeholders(len(back))})",
             [to_db(connection, now), namespace, *back],
         )
-    return held
+    return held, flagged
+
+
+def _flagged(cursor: Any, namespace: str, job_ids: list[str]) -> set[str]:
+    """Which of ``job_ids`` have a cancel request."""
+    cursor.execute(
+        f"SELECT job_id FROM later_jobs_index WHERE namespace = %s AND job_id IN "
+        f"({placeholders(len(job_ids))}) AND cancel_requested_at IS NOT NULL",
+        [namespace, *job_ids],
+    )
+    return {row[0] for row in cursor.fetchall()}
 
 
 def record_alone(

@@ -12,17 +12,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ...db import CANCEL_CHANNEL, placeholders, to_db
-from ...states import FINISHED, Stage, sql_list
-from ..honouring import honour_plans
+from ..db import CANCEL_CHANNEL, NOTIFY_CHANNEL, placeholders, to_db
+from ..states import FINISHED, Stage, sql_list
 from .shared import BATCH, INDEX_COLUMNS, SHARE_AT
 
 if TYPE_CHECKING:
-    from ..enqueue import NewJob
+    from ..engine.enqueue import NewJob
 
 ALONE = True
 LOCK = " FOR UPDATE"
 LOCK_HEAD = " FOR UPDATE OF h"
+SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
 
 
 # -- enqueue ------------------------------------------------------------
@@ -256,6 +256,10 @@ def mark_parents(cursor: Any, namespace: str, ids: list[str], now: datetime) -> 
     return cursor.fetchall()
 
 
+def notify_queued(cursor: Any, namespace: str) -> None:
+    cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, namespace])
+
+
 def notify_cancel(cursor: Any, namespace: str) -> None:
     cursor.execute("SELECT pg_notify(%s, %s)", [CANCEL_CHANNEL, namespace])
 
@@ -366,18 +370,15 @@ def record_outcomes(
     plans: list,
     now: datetime,
     expire_at: datetime,
-) -> set[str]:
-    """Store the outcomes; those with a cancel request come back deferred, their index
-    rows locked, and are stored once honoured."""
-    cursor.execute(PG_OUTCOMES, _params(namespace, owner, plans, now, expire_at))
+    honoured: bool,
+) -> tuple[set[str], set[str]]:
+    """Store the outcomes; unless ``honoured``, those with a cancel request come back
+    unstored (flagged), their index rows locked."""
+    cursor.execute(PG_OUTCOMES, _params(namespace, owner, plans, now, expire_at, honoured))
     rows = cursor.fetchall()
     held = {job_id for job_id, deferred, _ in rows if not deferred}
     flagged = {job_id for job_id, deferred, _ in rows if deferred}
-    if flagged:
-        again = honour_plans(cursor, namespace, plans, flagged, now)
-        cursor.execute(PG_OUTCOMES, _params(namespace, owner, again, now, expire_at, True))
-        held |= {job_id for job_id, deferred, _ in cursor.fetchall() if not deferred}
-    return held
+    return held, flagged
 
 
 def record_alone(

@@ -6,14 +6,14 @@ it happen differ by database and live here, one module per database:
 arrays, run alone in autocommit when the caller has no transaction open) and
 ``sqlite`` (a few statements in one write transaction, since SQLite has one
 writer at a time). :func:`dialect` picks the one for a connection; both meet
-the :class:`~later_django.engine.sql.shared.Dialect` protocol, which mypy checks.
+the :class:`~later_django.sql.shared.Dialect` protocol, which mypy checks.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...db import is_postgres
+from ..db import is_postgres
 from . import postgres, sqlite
 from .shared import Dialect
 
