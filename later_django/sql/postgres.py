@@ -25,7 +25,7 @@ LOCK_HEAD = " FOR UPDATE OF h"
 SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
 
 
-# -- enqueue ------------------------------------------------------------
+# -- enqueue ---------------------------------------------------------------------------
 
 # The arrays travel in binary (%b): the text format quotes and escapes every
 # element in Python, which cost more than building the jobs.
@@ -168,7 +168,7 @@ def _alike(job: NewJob, first: NewJob) -> bool:
     )
 
 
-# -- claims ------------------------------------------------------------
+# -- claims ----------------------------------------------------------------------------
 
 PG_CLAIM = f"""
 WITH picked AS (
@@ -264,7 +264,7 @@ def notify_cancel(cursor: Any, namespace: str) -> None:
     cursor.execute("SELECT pg_notify(%s, %s)", [CANCEL_CHANNEL, namespace])
 
 
-# -- outcomes ------------------------------------------------------------
+# -- outcomes --------------------------------------------------------------------------
 
 # Arrays travel in binary (%b), which psycopg adapts without escaping each element.
 _GIVEN = """unnest(
@@ -374,11 +374,7 @@ def record_outcomes(
 ) -> tuple[set[str], set[str]]:
     """Store the outcomes; unless ``honoured``, those with a cancel request come back
     unstored (flagged), their index rows locked."""
-    cursor.execute(PG_OUTCOMES, _params(namespace, owner, plans, now, expire_at, honoured))
-    rows = cursor.fetchall()
-    held = {job_id for job_id, deferred, _ in rows if not deferred}
-    flagged = {job_id for job_id, deferred, _ in rows if deferred}
-    return held, flagged
+    return _store(cursor, PG_OUTCOMES, _params(namespace, owner, plans, now, expire_at, honoured))
 
 
 def record_alone(
@@ -389,8 +385,14 @@ def record_alone(
     now: datetime,
     expire_at: datetime,
 ) -> tuple[set[str], set[str]]:
-    cursor.execute(PG_OUTCOMES_ALONE, _params(namespace, owner, plans, now, expire_at))
-    rows = cursor.fetchall()
-    held = {job_id for job_id, deferred, _ in rows if not deferred}
-    deferred = {job_id for job_id, is_deferred, _ in rows if is_deferred}
-    return held, deferred
+    return _store(cursor, PG_OUTCOMES_ALONE, _params(namespace, owner, plans, now, expire_at))
+
+
+def _store(cursor: Any, statement: str, params: dict[str, object]) -> tuple[set[str], set[str]]:
+    """Run an outcomes statement: the ids it stored, and those it left out ("deferred")."""
+    cursor.execute(statement, params)
+    stored: set[str] = set()
+    deferred: set[str] = set()
+    for job_id, is_deferred, _ in cursor.fetchall():
+        (deferred if is_deferred else stored).add(job_id)
+    return stored, deferred
