@@ -1,7 +1,8 @@
 """Consumer groups over the retained log: poll, commit and leave, with fenced leases.
 
 Members of a group share a topic's partitions by rendezvous hashing over the
-live members; each partition a member reads is held through a lease in
+live members, evenly (each holds ``count // members`` partitions or one more);
+each partition a member reads is held through a lease in
 ``later_log_consumer_lease`` whose epoch rises whenever another member takes
 it over. A commit is stored only while the committer's owner and epoch still
 match, so a member that stalled and lost its partitions cannot move the
@@ -25,17 +26,17 @@ from ..db import connection_for, to_db, write_transaction
 from ..exceptions import InvalidArgument, LeaseLost
 from ..options import validate_name
 from ..sql import dialect
-from ..topics.assignment import rendezvous_owner
+from ..topics.assignment import spread
 from ..topics.registry import partition_count
 from .records import Record, log_backend, read
 
 SESSION_SECONDS = 30.0
 
 
-def group_owner(group: str, topic: str, partition: int, members: list[str]) -> str:
-    """The member a partition prefers: the same rendezvous hashing that spreads topic
+def group_owners(group: str, topic: str, count: int, members: list[str]) -> list[str]:
+    """The member each partition prefers: the same even rendezvous spread as topic
     partitions over workers, with the group as part of the name being hashed."""
-    return rendezvous_owner(f"{group}\0{topic}", partition, members)
+    return spread(f"{group}\0{topic}", count, members)
 
 
 class Consumer:
@@ -104,11 +105,8 @@ class Consumer:
                 [ns, group, to_db(connection, now - self.session)],
             )
             members = sorted(row[0] for row in cursor.fetchall())
-            mine = {
-                p
-                for p in range(self.count)
-                if group_owner(group, self.topic, p, members) == self.member_id
-            }
+            owners = group_owners(group, self.topic, self.count, members)
+            mine = {p for p, owner in enumerate(owners) if owner == self.member_id}
             expires = to_db(connection, now + self.session)
             # One pass in partition order, letting go and taking alike: two members
             # trading partitions then lock the lease rows in the same order, where
@@ -311,4 +309,4 @@ def committed_offsets(group: str, topic: str, *, backend: str = "default") -> di
         return dict(cursor.fetchall())
 
 
-__all__ = ["Consumer", "committed_offsets", "group_owner"]
+__all__ = ["Consumer", "committed_offsets", "group_owners"]

@@ -1,9 +1,12 @@
 """Spreading partitions over live workers by rendezvous hashing: an affinity hint.
 
-Every worker computes, for each partition, a score per live worker and
-prefers the partitions it scores highest on. All workers see the same live
+Every worker computes, for each partition, a score per live worker, and the
+partitions go to the workers they score highest on, with the loads kept even:
+each live worker prefers ``count // workers`` or one more of a topic's
+partitions (pure highest-score choice leaves a worker with none of eight
+partitions one time in 128 with two workers). All workers see the same live
 set (``later_worker`` heartbeats), so they agree without talking; when a
-worker joins or dies only its own share moves. The hint orders claiming, it
+worker joins or dies, mostly its own share moves. The hint orders claiming, it
 never decides it: a worker takes a partition that is not its own once the
 head has waited ``steal_after`` seconds, and the partition lease is what
 keeps two workers from running one partition at once.
@@ -13,8 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import cast
 
 from django.utils import timezone
 
@@ -27,9 +33,39 @@ def score(worker_id: str, topic: str, partition: int) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 
-def rendezvous_owner(topic: str, partition: int, workers: list[str]) -> str:
-    """The live worker a partition prefers: the highest score, ties broken by id."""
-    return max(workers, key=lambda w: (score(w, topic, partition), w))
+def spread(name: str, count: int, workers: Sequence[str]) -> list[str]:
+    """Each of ``count`` partitions' preferred worker, with every worker given
+    ``count // len(workers)`` or one more of them.
+
+    Rendezvous hashing with bounded loads: the (worker, partition) pairs are
+    taken from the highest score down, and a pair is kept while its partition
+    has no worker yet and its worker is below its bound. The result depends only
+    on the set of workers, never on their order.
+    """
+    if not workers:
+        raise ValueError("spread() needs at least one worker")
+    floor, extra = divmod(count, len(set(workers)))
+    pairs = sorted(
+        ((score(w, name, p), w, p) for w in set(workers) for p in range(count)), reverse=True
+    )
+    owners: list[str | None] = [None] * count
+    load: Counter[str] = Counter()
+    left = count
+    for _, worker, partition in pairs:
+        if owners[partition] is not None:
+            continue
+        if load[worker] == floor:
+            if not extra:
+                continue
+            extra -= 1
+        elif load[worker] > floor:
+            continue
+        owners[partition] = worker
+        load[worker] += 1
+        left -= 1
+        if not left:
+            break
+    return cast("list[str]", owners)
 
 
 def partition_token(topic: str, partition: int) -> str:
@@ -89,7 +125,7 @@ class Assignment:
         mine = frozenset(
             partition_token(topic, partition)
             for topic, count in topics
-            for partition in range(count)
-            if rendezvous_owner(topic, partition, workers) == self.worker_id
+            for partition, owner in enumerate(spread(topic, count, workers))
+            if owner == self.worker_id
         )
         self.preference = Preference(tokens=mine, everything=False, steal_after=steal_after)

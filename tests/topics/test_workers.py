@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from later_django import partition_for_key
 from later_django.models import JobIndexRow, PartitionHead, Topic, Worker
-from later_django.topics.assignment import rendezvous_owner
+from later_django.topics.assignment import spread
 from tests.conftest import wait_for
 from tests.models import Execution
 from tests.topics import tasks
@@ -122,9 +122,10 @@ def test_live_workers_split_partitions_by_rendezvous_hashing(start_worker):
     for key in keys:
         tasks.step.using(partition_key=key).enqueue_many([((key, n), {}) for n in range(10)])
     wait_for(lambda: all_finished(10 * ORDERS), timeout=120)
+    owners = spread("orders", ORDERS, live)  # four partitions each
     on_owner = 0
     for key in keys:
-        owner = rendezvous_owner("orders", partition_for_key(key, ORDERS), live)
+        owner = owners[partition_for_key(key, ORDERS)]
         ran_on = JobIndexRow.objects.filter(
             topic="orders", partition=partition_for_key(key, ORDERS)
         )
