@@ -22,11 +22,6 @@ ALLOWED = {
     "storage/maintenance.py": "SQLite's own upkeep (WAL checkpoints and VACUUM), not job state",
     "worker/runner.py": "how an idle worker is woken: LISTEN on PostgreSQL, a file watch on SQLite",
     "counts.py": "stage-count deltas exist on PostgreSQL only (migration 0005)",
-    "worker/maintenance.py": "not yet moved: the recount's table lock and PostgreSQL's ANALYZE",
-    "topics/picking.py": "not yet moved: picking partition heads",
-    "topics/claiming.py": "not yet moved: taking partition heads",
-    "topics/completion.py": "not yet moved: advancing partition heads",
-    "topics/upkeep.py": "not yet moved: truncating partitions behind their heads",
 }
 
 

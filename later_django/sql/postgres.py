@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..db import CANCEL_CHANNEL, NOTIFY_CHANNEL, placeholders, to_db
 from ..states import FINISHED, Stage, sql_list
-from .shared import BATCH, INDEX_COLUMNS, SHARE_AT
+from .shared import BATCH, INDEX_COLUMNS, SAME_PARTITION, SHARE_AT, pick_heads
 
 if TYPE_CHECKING:
     from ..engine.enqueue import NewJob
+    from ..topics.assignment import Preference
 
 ALONE = True
 LOCK = " FOR UPDATE"
@@ -396,3 +397,164 @@ def _store(cursor: Any, statement: str, params: dict[str, object]) -> tuple[set[
     for job_id, is_deferred, _ in cursor.fetchall():
         (deferred if is_deferred else stored).add(job_id)
     return stored, deferred
+
+
+# -- partition heads (topics) ----------------------------------------------------------
+
+# Picking (``FOR UPDATE SKIP LOCKED``), leasing the partitions, taking the execution
+# leases, pushing the heads' ``available_at`` and marking the jobs running.
+PG_TAKE = f"""
+WITH picked AS ({{pick}}),
+runnable AS (
+    SELECT * FROM picked WHERE stage IS NOT NULL AND stage NOT IN ({sql_list(FINISHED)})
+), leased AS (
+    INSERT INTO later_partition_lease (namespace, topic, "partition", owner, expires_at, epoch)
+    SELECT %s, topic, "partition", %s, %s, 1 FROM runnable
+    ON CONFLICT (namespace, topic, "partition") DO UPDATE SET owner = excluded.owner,
+        expires_at = excluded.expires_at, epoch = later_partition_lease.epoch + 1
+    RETURNING topic, "partition", epoch
+), previous AS (
+    SELECT job_id, owner FROM later_job_execution
+    WHERE namespace = %s AND job_id IN (SELECT job_id FROM runnable)
+), executed AS (
+    INSERT INTO later_job_execution (namespace, job_id, owner, epoch, started_at, lease_expires_at)
+    SELECT %s, r.job_id, %s, l.epoch, %s, %s
+    FROM runnable r JOIN leased l USING (topic, "partition")
+    ON CONFLICT (namespace, job_id) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch,
+        started_at = excluded.started_at, lease_expires_at = excluded.lease_expires_at
+), moved AS (
+    UPDATE later_partition_head AS h SET available_at = %s FROM runnable r WHERE h.id = r.id
+), marked AS (
+    UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1, started_at = %s,
+        transitioned_at = %s, worker_id = %s, revision = revision + 1
+    WHERE namespace = %s AND job_id IN (SELECT job_id FROM runnable)
+)
+SELECT p.id, p.topic, p."partition", p.sequence, p.job_id, p.available_at, p.stage,
+       p.enqueued_at, l.epoch, pr.owner, s.value
+FROM picked p
+LEFT JOIN leased l ON l.topic = p.topic AND l."partition" = p."partition"
+LEFT JOIN previous pr ON pr.job_id = p.job_id
+LEFT JOIN later_storage s ON s.namespace = %s AND s.key = 'job:' || p.job_id
+"""
+
+
+def _one_of(values: Sequence[str]) -> tuple[str, Any]:
+    return "= ANY(%s)", list(values)
+
+
+def _none_of(values: Sequence[str]) -> tuple[str, Any]:
+    return "<> ALL(%s)", list(values)
+
+
+def take_heads(
+    cursor: Any,
+    namespace: str,
+    owner: str,
+    now: datetime,
+    expires: datetime,
+    room: int,
+    preference: Preference,
+    queues: list[str] | None,
+    running: set[str],
+) -> tuple[list[tuple], list[tuple[tuple, tuple]]]:
+    """Pick, lease and start heads in one statement; ended heads come back untaken."""
+    pick, pick_params = pick_heads(
+        cursor.db,
+        namespace,
+        now,
+        room,
+        preference,
+        queues,
+        running,
+        one_of=_one_of,
+        none_of=_none_of,
+        lock=LOCK_HEAD + " SKIP LOCKED",
+    )
+    ns = namespace
+    params = [
+        *pick_params,
+        *(ns, owner, expires),  # leased
+        ns,  # previous
+        *(ns, owner, now, expires),  # executed
+        expires,  # moved
+        *(now, now, owner, ns),  # marked
+        ns,  # the records
+    ]
+    cursor.execute(PG_TAKE.format(pick=pick), params)
+    rows = cursor.fetchall()
+    taken = [(r[:8], (r[4], r[7] or now, r[5], r[8], r[9], r[10])) for r in rows if r[8]]
+    return rows, taken
+
+
+def held_partitions(
+    cursor: Any, namespace: str, places: list[tuple[str, int]]
+) -> set[tuple[str, int]]:
+    """A producer that has allocated a sequence number but not committed holds its
+    partition's sequence row; its partition row is invisible here until it commits."""
+    pairs = ", ".join(["(%s, %s)"] * len(places))
+    cursor.execute(
+        'SELECT topic, "partition" FROM later_partition_sequence WHERE namespace = %s '
+        f'AND (topic, "partition") IN ({pairs}) ORDER BY topic, "partition" '
+        "FOR UPDATE SKIP LOCKED",
+        [namespace, *[v for place in places for v in place]],
+    )
+    free = set(cursor.fetchall())
+    return {place for place in places if place not in free}
+
+
+def next_rows(
+    cursor: Any, namespace: str, places: list[tuple[str, int]], now: datetime
+) -> list[tuple]:
+    """One index probe per partition (a MIN over each partition scans its queued rows)."""
+    cursor.execute(
+        'SELECT p.topic, p."partition", n.sequence, n.job_id, GREATEST(n.available_at, %s) '
+        f"FROM (VALUES {', '.join(['(%s::text, %s::int)'] * len(places))}) "
+        'AS p(topic, "partition") CROSS JOIN LATERAL (SELECT sequence, job_id, available_at '
+        "FROM later_partition_job j WHERE j.namespace = %s AND j.topic = p.topic "
+        'AND j."partition" = p."partition" ORDER BY j.sequence LIMIT 1) AS n',
+        [to_db(cursor.db, now), *[v for place in places for v in place], namespace],
+    )
+    return cursor.fetchall()
+
+
+# Each head, then the rows below it through the (namespace, topic, partition,
+# sequence) index: the cost follows the heads, never the queued rows. Left to
+# itself, the planner expects the LIMIT to be met early in a scan of the rows and
+# reads all of them when, as usual, none lies behind a head (375 ms a heartbeat at
+# a million queued rows).
+TRUNCATE = (
+    "DELETE FROM later_partition_job WHERE id IN (SELECT j.id FROM later_partition_head h "
+    "CROSS JOIN LATERAL (SELECT j.id FROM later_partition_job j WHERE "
+    + SAME_PARTITION.format(a="j", b="h")
+    + " AND j.sequence < h.sequence ORDER BY j.sequence LIMIT %(limit)s) j "
+    "WHERE h.namespace = %(ns)s LIMIT %(limit)s)"
+)
+
+
+# -- upkeep ----------------------------------------------------------------------------
+
+
+def lock_for_recount(cursor: Any, timeout_ms: int) -> None:
+    """Block every writer of the index (and so every counter trigger) until the recount
+    commits; locking only this table keeps the order writers use. While it waits, every
+    new writer queues behind it, and a caller's open transaction that enqueued a job can
+    hold it off for as long as that transaction lasts: so give up quickly
+    (LockNotAvailable, transient) rather than stall the whole namespace."""
+    cursor.execute(f"SET LOCAL lock_timeout = '{int(timeout_ms)}ms'")
+    cursor.execute("LOCK TABLE later_jobs_index IN SHARE MODE")
+    cursor.execute("SET LOCAL lock_timeout TO DEFAULT")
+
+
+def analyze_stale(cursor: Any, tables: Sequence[str], slack: int) -> list[str]:
+    """``SKIP_LOCKED`` passes over a table autovacuum is working on."""
+    cursor.execute(
+        "SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
+        "WHERE s.relname = ANY(%s) AND s.schemaname = current_schema() "
+        "AND (c.reltuples < 0 OR s.n_mod_since_analyze > c.reltuples + %s) "
+        "ORDER BY s.relname",
+        [list(tables), slack],
+    )
+    stale = [row[0] for row in cursor.fetchall()]
+    for table in stale:
+        cursor.execute(f"ANALYZE (SKIP_LOCKED) {cursor.db.ops.quote_name(table)}")
+    return stale

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
+
+from ..db import to_db
+from ..states import FINISHED, Stage, sql_list
 
 if TYPE_CHECKING:
     from ..engine.enqueue import NewJob
+    from ..topics.assignment import Preference
 
 # The most commands one claim takes. A claim, and a batch of outcomes, costs about
 # the same for one job as for many: 48 drained no-op jobs about 1.5x as fast as 16.
@@ -19,6 +23,69 @@ INDEX_COLUMNS = (
     "namespace, job_id, task_path, queue_name, priority, stage, revision, attempts, "
     "enqueued_at, run_at, transitioned_at, topic, partition, sequence, parent_job_id"
 )
+
+
+# Two rows of one partition: ``SAME_PARTITION.format(a="h", b="j")``.
+SAME_PARTITION = (
+    '{a}.namespace = {b}.namespace AND {a}.topic = {b}.topic AND {a}."partition" = {b}."partition"'
+)
+
+# A list parameter as one SQL parameter, so that the statement's text (and plan)
+# stays the same whatever the list's length: (the test, the parameter).
+Membership = Callable[[Sequence[str]], tuple[str, Any]]
+
+
+def pick_heads(
+    connection: Any,
+    namespace: str,
+    now: datetime,
+    room: int,
+    preference: Preference,
+    queues: list[str] | None,
+    running: set[str],
+    *,
+    one_of: Membership,
+    none_of: Membership,
+    lock: str,
+) -> tuple[str, list[Any]]:
+    """The statement that picks up to ``room`` runnable heads (preferred partitions
+    first), and those whose job already ended: (id, topic, partition, sequence, job id,
+    available at, stage, enqueued at) for each."""
+    stamp = to_db(connection, now)
+    params: list[Any] = [namespace, stamp, stamp]
+    extra, order = "", ""
+    order_params: list[Any] = []
+    if queues:
+        test, value = one_of(queues)
+        extra += (
+            f" AND (j.queue_name IS NULL OR j.stage IN ({sql_list(FINISHED)}) "
+            f"OR j.queue_name {test})"
+        )
+        params.append(value)
+    if running:
+        test, value = none_of(sorted(running))
+        extra += f" AND h.job_id {test}"
+        params.append(value)
+    if not preference.everything:
+        test, value = one_of(sorted(preference.tokens))
+        mine = f"(h.topic || ':' || h.\"partition\") {test}"
+        steal_before = now - timedelta(seconds=preference.steal_after)
+        extra += f" AND ({mine} OR h.available_at <= %s)"
+        params += [value, to_db(connection, steal_before)]
+        order = f"CASE WHEN {mine} THEN 0 ELSE 1 END, "
+        order_params.append(value)
+    return (
+        'SELECT h.id, h.topic, h."partition", h.sequence, h.job_id, h.available_at, j.stage, '
+        "j.enqueued_at FROM later_partition_head h "
+        "LEFT JOIN later_partition_lease l ON l.namespace = h.namespace AND l.topic = h.topic "
+        'AND l."partition" = h."partition" '
+        "LEFT JOIN later_jobs_index j ON j.namespace = h.namespace AND j.job_id = h.job_id "
+        f"WHERE h.namespace = %s AND (h.available_at <= %s OR j.stage = '{Stage.CANCELLED}') "
+        "AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= %s) "
+        f"AND (j.stage IS NULL OR j.stage <> '{Stage.WAITING}'){extra} "
+        f"ORDER BY {order}h.available_at, h.id LIMIT %s{lock}",
+        [*params, *order_params, room],
+    )
 
 
 class Dialect(Protocol):
@@ -89,3 +156,48 @@ class Dialect(Protocol):
     def notify_cancel(self, cursor: Any, namespace: str) -> None:
         """Tell the namespace's workers at once that a cancel was asked for, if the
         database can; otherwise they find it at their next look."""
+
+    # -- partition heads (topics) --------------------------------------------------------
+
+    # Deletes up to %(limit)s partition rows behind their heads in namespace %(ns)s.
+    TRUNCATE: str
+
+    def take_heads(
+        self,
+        cursor: Any,
+        namespace: str,
+        owner: str,
+        now: datetime,
+        expires: datetime,
+        room: int,
+        preference: Preference,
+        queues: list[str] | None,
+        running: set[str],
+    ) -> tuple[list[tuple], list[tuple[tuple, tuple]]]:
+        """Pick runnable heads, lease their partitions and jobs to ``owner`` and mark the
+        jobs running: every picked row (see ``pick_heads``; heads whose job ended are
+        among them, untaken), and for each taken head (its picked row, (job id, enqueued
+        at, ready at, epoch, previous owner, record bytes))."""
+
+    def held_partitions(
+        self, cursor: Any, namespace: str, places: list[tuple[str, int]]
+    ) -> set[tuple[str, int]]:
+        """Those of ``places`` whose sequence row an uncommitted producer holds, so their
+        next row may be invisible yet; none where writers are serialised."""
+
+    def next_rows(
+        self, cursor: Any, namespace: str, places: list[tuple[str, int]], now: datetime
+    ) -> list[tuple]:
+        """The first queued row of each of ``places`` that has one: (topic, partition,
+        sequence, job id, available at no earlier than ``now``)."""
+
+    # -- upkeep ----------------------------------------------------------------------------
+
+    def lock_for_recount(self, cursor: Any, timeout_ms: int) -> None:
+        """Keep every writer of the index out until the transaction ends, waiting at
+        most ``timeout_ms`` for the lock; nothing where the write transaction already
+        excludes them."""
+
+    def analyze_stale(self, cursor: Any, tables: Sequence[str], slack: int) -> list[str]:
+        """Refresh the planner statistics of those ``tables`` that changed by more rows
+        than they had at their last analysis (plus ``slack``); return them."""

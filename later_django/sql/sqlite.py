@@ -7,17 +7,19 @@ row lock: nothing else writes until the transaction ends.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..db import placeholders, to_db
 from ..records import job_key
-from ..states import Stage
-from .shared import BATCH, INDEX_COLUMNS, SHARE_AT
+from ..states import FINISHED, Stage
+from .shared import BATCH, INDEX_COLUMNS, SAME_PARTITION, SHARE_AT, pick_heads
 
 if TYPE_CHECKING:
     from ..engine.enqueue import NewJob
+    from ..topics.assignment import Preference
 
 ALONE = False
 LOCK = ""
@@ -273,3 +275,140 @@ def record_alone(
     expire_at: datetime,
 ) -> tuple[set[str], set[str]]:
     raise NotImplementedError("SQLite stores outcomes in a write transaction (ALONE is False)")
+
+
+# -- partition heads (topics) ----------------------------------------------------------
+
+
+def _one_of(values: Sequence[str]) -> tuple[str, Any]:
+    return "IN (SELECT value FROM json_each(%s))", json.dumps(list(values))
+
+
+def _none_of(values: Sequence[str]) -> tuple[str, Any]:
+    return "NOT IN (SELECT value FROM json_each(%s))", json.dumps(list(values))
+
+
+def take_heads(
+    cursor: Any,
+    namespace: str,
+    owner: str,
+    now: datetime,
+    expires: datetime,
+    room: int,
+    preference: Preference,
+    queues: list[str] | None,
+    running: set[str],
+) -> tuple[list[tuple], list[tuple[tuple, tuple]]]:
+    """Pick heads, then lease and start the runnable ones, in a few statements."""
+    sql, params = pick_heads(
+        cursor.db,
+        namespace,
+        now,
+        room,
+        preference,
+        queues,
+        running,
+        one_of=_one_of,
+        none_of=_none_of,
+        lock="",
+    )
+    cursor.execute(sql, params)
+    rows = cursor.fetchall()
+    heads = [r for r in rows if r[6] is not None and r[6] not in FINISHED]
+    return rows, (_lease(cursor, namespace, owner, heads, now, expires) if heads else [])
+
+
+def _lease(cursor, namespace, owner, heads, now, expires) -> list[tuple[tuple, tuple]]:
+    """Take the partition and execution leases of ``heads`` and mark their jobs running."""
+    connection = cursor.db
+    stamp, until = to_db(connection, now), to_db(connection, expires)
+    cursor.execute(
+        'INSERT INTO later_partition_lease (namespace, topic, "partition", owner, expires_at, '
+        "epoch) VALUES "
+        + ", ".join(["(%s, %s, %s, %s, %s, 1)"] * len(heads))
+        + ' ON CONFLICT (namespace, topic, "partition") DO UPDATE SET owner = excluded.owner, '
+        "expires_at = excluded.expires_at, epoch = later_partition_lease.epoch + 1 "
+        'RETURNING topic, "partition", epoch',
+        [v for h in heads for v in (namespace, h[1], h[2], owner, until)],
+    )
+    epochs = {(topic, partition): epoch for topic, partition, epoch in cursor.fetchall()}
+    ids = [h[4] for h in heads]
+    marks = placeholders(len(ids))
+    cursor.execute(
+        "SELECT job_id, owner FROM later_job_execution "
+        f"WHERE namespace = %s AND job_id IN ({marks})",
+        [namespace, *ids],
+    )
+    previous = dict(cursor.fetchall())
+    cursor.execute(
+        "INSERT INTO later_job_execution "
+        "(namespace, job_id, owner, epoch, started_at, lease_expires_at) VALUES "
+        + ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(heads))
+        + " ON CONFLICT (namespace, job_id) DO UPDATE SET owner = excluded.owner, "
+        "epoch = excluded.epoch, started_at = excluded.started_at, "
+        "lease_expires_at = excluded.lease_expires_at",
+        [v for h in heads for v in (namespace, h[4], owner, epochs[(h[1], h[2])], stamp, until)],
+    )
+    cursor.execute(
+        f"UPDATE later_partition_head SET available_at = %s "
+        f"WHERE id IN ({placeholders(len(heads))})",
+        [until, *[h[0] for h in heads]],
+    )
+    cursor.execute(
+        f"UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1, "
+        "started_at = %s, transitioned_at = %s, worker_id = %s, revision = revision + 1 "
+        f"WHERE namespace = %s AND job_id IN ({marks})",
+        [stamp, stamp, owner, namespace, *ids],
+    )
+    cursor.execute(
+        f"SELECT key, value FROM later_storage WHERE namespace = %s AND key IN ({marks})",
+        [namespace, *[f"job:{i}" for i in ids]],
+    )
+    raw = {key[4:]: value for key, value in cursor.fetchall()}
+    return [
+        (h, (h[4], h[7] or now, h[5], epochs[(h[1], h[2])], previous.get(h[4]), raw.get(h[4])))
+        for h in heads
+    ]
+
+
+def held_partitions(
+    cursor: Any, namespace: str, places: list[tuple[str, int]]
+) -> set[tuple[str, int]]:
+    """None: a producer's sequence allocation and its partition row commit together,
+    and no one else writes in between."""
+    return set()
+
+
+def next_rows(
+    cursor: Any, namespace: str, places: list[tuple[str, int]], now: datetime
+) -> list[tuple]:
+    cursor.execute(
+        'SELECT j.topic, j."partition", j.sequence, j.job_id, MAX(j.available_at, %s) '
+        "FROM later_partition_job j WHERE j.namespace = %s "
+        f'AND (j.topic, j."partition") IN ({", ".join(["(%s, %s)"] * len(places))}) '
+        "AND j.sequence = (SELECT MIN(m.sequence) FROM later_partition_job m WHERE "
+        'm.namespace = j.namespace AND m.topic = j.topic AND m."partition" = j."partition")',
+        [to_db(cursor.db, now), namespace, *[v for place in places for v in place]],
+    )
+    return cursor.fetchall()
+
+
+# SQLite plans the join from the heads.
+TRUNCATE = (
+    "DELETE FROM later_partition_job WHERE id IN (SELECT j.id FROM later_partition_job j "
+    "JOIN later_partition_head h ON "
+    + SAME_PARTITION.format(a="h", b="j")
+    + " WHERE j.namespace = %(ns)s AND j.sequence < h.sequence LIMIT %(limit)s)"
+)
+
+
+# -- upkeep ----------------------------------------------------------------------------
+
+
+def lock_for_recount(cursor: Any, timeout_ms: int) -> None:
+    """Nothing: the write transaction already keeps every other writer out."""
+
+
+def analyze_stale(cursor: Any, tables: Sequence[str], slack: int) -> list[str]:
+    """None: SQLite's planner needs no statistics to pick the claim's index."""
+    return []

@@ -9,6 +9,11 @@ path applies unchanged), and pushes the head's ``available_at`` to the lease
 expiry: a worker that dies leaves a head that becomes runnable again when its
 lease lapses, with no recovery pass. Heads whose job already ended (cancelled
 while queued) are skipped: the partition moves on to its next row.
+
+The statements are each database's (``sql.take_heads``): on PostgreSQL picking
+(``FOR UPDATE SKIP LOCKED``), leasing, pushing the heads and marking the jobs
+running is one statement; SQLite serialises writers, so there it is a few
+statements in the claim's write transaction.
 """
 
 from __future__ import annotations
@@ -21,11 +26,11 @@ from typing import Any
 from django.utils import timezone
 
 from ..claims import Claimed, decode_row, store_lost_attempts
-from ..db import connection_for, hot_cursor, is_postgres, to_db, write_transaction
+from ..db import connection_for, hot_cursor, to_db, write_transaction
+from ..sql import dialect
 from ..states import FINISHED, Stage
 from .assignment import Preference
 from .completion import PARTITION, advance
-from .picking import lease_sqlite, pick_sql, take_postgres
 
 logger = logging.getLogger(__name__)
 
@@ -89,25 +94,13 @@ def _took_over(item: PartitionClaimed) -> bool:
 
 
 def _round(namespace, owner, room, lease_seconds, preference, queues, running, using):
-    connection = connection_for(using)
+    sql = dialect(connection_for(using))
     now = timezone.now()
     expires = now + timedelta(seconds=lease_seconds)
     with write_transaction(using, hot=True) as cursor:
-        if is_postgres(connection):
-            rows = take_postgres(
-                cursor, namespace, owner, now, expires, room, preference, queues, running
-            )
-            taken = [(r[:8], (r[4], r[7] or now, r[5], r[8], r[9], r[10])) for r in rows if r[8]]
-        else:
-            sql, params = pick_sql(connection, namespace, now, room, preference, queues, running)
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
-            heads = [r for r in rows if r[6] is not None and r[6] not in FINISHED]
-            taken = (
-                lease_sqlite(cursor, connection, namespace, owner, heads, now, expires)
-                if heads
-                else []
-            )
+        rows, taken = sql.take_heads(
+            cursor, namespace, owner, now, expires, room, preference, queues, running
+        )
         ended = [r for r in rows if r[6] is None or r[6] in FINISHED]
         if ended:
             _skip(cursor, namespace, ended, now)

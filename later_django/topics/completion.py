@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..db import is_postgres, placeholders, to_db
+from ..db import placeholders, to_db
 from ..sql import dialect
 from ..states import FINISHED, Stage
 
@@ -148,8 +148,8 @@ def advance(
     """Point locked heads at their partitions' first remaining rows, or end the partitions.
 
     The finished rows must already be deleted. Returns, per partition,
-    "advanced", "emptied" or "deferred". On PostgreSQL a producer that has
-    allocated a sequence number but not committed holds the partition's
+    "advanced", "emptied" or "deferred". A producer that has allocated a
+    sequence number but not committed (PostgreSQL only) holds the partition's
     sequence row; its row is invisible here, so ending the partition now would
     strand it. Such a head is left on the finished job, runnable at once, and
     the next claim advances it (claiming skips heads whose job has ended).
@@ -163,49 +163,20 @@ def advance(
         return {}
     connection = cursor.db
     places = sorted(set(places))
-    pairs = ", ".join(["(%s, %s)"] * len(places))
-    flat = [v for place in places for v in place]
     steps: dict[tuple[str, int], str] = {}
-    if is_postgres(connection):
-        cursor.execute(
-            'SELECT topic, "partition" FROM later_partition_sequence WHERE namespace = %s '
-            f'AND (topic, "partition") IN ({pairs}) ORDER BY topic, "partition" '
-            "FOR UPDATE SKIP LOCKED",
-            [namespace, *flat],
+    sql = dialect(connection)
+    busy = sql.held_partitions(cursor, namespace, places)
+    if busy:
+        cursor.executemany(
+            f"UPDATE later_partition_head SET available_at = %s WHERE {PARTITION}",
+            [(to_db(connection, now), namespace, *place) for place in busy],
         )
-        free = set(cursor.fetchall())
-        busy = [place for place in places if place not in free]
-        if busy:
-            cursor.executemany(
-                f"UPDATE later_partition_head SET available_at = %s WHERE {PARTITION}",
-                [(to_db(connection, now), namespace, *place) for place in busy],
-            )
-            steps.update((place, "deferred") for place in busy)
-            places = [place for place in places if place in free]
-            if not places:
-                return steps
-            pairs = ", ".join(["(%s, %s)"] * len(places))
-            flat = [v for place in places for v in place]
-    if is_postgres(connection):
-        # One index probe per partition; the MIN form below scans every queued row.
-        cursor.execute(
-            'SELECT p.topic, p."partition", n.sequence, n.job_id, GREATEST(n.available_at, %s) '
-            f"FROM (VALUES {', '.join(['(%s::text, %s::int)'] * len(places))}) "
-            'AS p(topic, "partition") CROSS JOIN LATERAL (SELECT sequence, job_id, available_at '
-            "FROM later_partition_job j WHERE j.namespace = %s AND j.topic = p.topic "
-            'AND j."partition" = p."partition" ORDER BY j.sequence LIMIT 1) AS n',
-            [to_db(connection, now), *flat, namespace],
-        )
-    else:
-        cursor.execute(
-            'SELECT j.topic, j."partition", j.sequence, j.job_id, MAX(j.available_at, %s) '
-            "FROM later_partition_job j WHERE j.namespace = %s "
-            f'AND (j.topic, j."partition") IN ({pairs}) '
-            "AND j.sequence = (SELECT MIN(m.sequence) FROM later_partition_job m WHERE "
-            'm.namespace = j.namespace AND m.topic = j.topic AND m."partition" = j."partition")',
-            [to_db(connection, now), namespace, *flat],
-        )
-    following = {(row[0], row[1]): row[2:] for row in cursor.fetchall()}
+        steps.update((place, "deferred") for place in busy)
+        places = [place for place in places if place not in busy]
+        if not places:
+            return steps
+    rows = sql.next_rows(cursor, namespace, places, now)
+    following = {(row[0], row[1]): row[2:] for row in rows}
     if following:
         cursor.executemany(
             "UPDATE later_partition_head SET sequence = %s, job_id = %s, available_at = %s "

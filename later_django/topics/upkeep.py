@@ -20,14 +20,11 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from ..db import connection_for, is_postgres, to_db, write_transaction
+from ..db import connection_for, to_db, write_transaction
 from ..sql import dialect
+from ..sql.shared import SAME_PARTITION
 
 TRUNCATE_BATCH = 1000
-
-SAME_PARTITION = (
-    '{a}.namespace = {b}.namespace AND {a}.topic = {b}.topic AND {a}."partition" = {b}."partition"'
-)
 
 
 def renew(namespace: str, owner: str, *, lease_seconds: float, using: str) -> int:
@@ -64,31 +61,11 @@ def renew(namespace: str, owner: str, *, lease_seconds: float, using: str) -> in
         return cursor.rowcount
 
 
-# Each head, then the rows below it through the (namespace, topic, partition,
-# sequence) index: the cost follows the heads, never the queued rows. Left to
-# itself, PostgreSQL's planner expects the LIMIT to be met early in a scan of the
-# rows and reads all of them when, as usual, none lies behind a head (375 ms a
-# heartbeat at a million queued rows). SQLite plans the join from the heads.
-TRUNCATE_POSTGRES = (
-    "DELETE FROM later_partition_job WHERE id IN (SELECT j.id FROM later_partition_head h "
-    "CROSS JOIN LATERAL (SELECT j.id FROM later_partition_job j WHERE "
-    + SAME_PARTITION.format(a="j", b="h")
-    + " AND j.sequence < h.sequence ORDER BY j.sequence LIMIT %(limit)s) j "
-    "WHERE h.namespace = %(ns)s LIMIT %(limit)s)"
-)
-TRUNCATE_SQLITE = (
-    "DELETE FROM later_partition_job WHERE id IN (SELECT j.id FROM later_partition_job j "
-    "JOIN later_partition_head h ON "
-    + SAME_PARTITION.format(a="h", b="j")
-    + " WHERE j.namespace = %(ns)s AND j.sequence < h.sequence LIMIT %(limit)s)"
-)
-
-
 def truncate(namespace: str, *, using: str, limit: int = TRUNCATE_BATCH) -> int:
     """Delete up to ``limit`` partition rows behind their heads; return how many."""
-    sql = TRUNCATE_POSTGRES if is_postgres(connection_for(using)) else TRUNCATE_SQLITE
+    statement = dialect(connection_for(using)).TRUNCATE
     with write_transaction(using) as cursor:
-        cursor.execute(sql, {"ns": namespace, "limit": limit})
+        cursor.execute(statement, {"ns": namespace, "limit": limit})
         return cursor.rowcount
 
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from ..counts import stage_counts
-from ..db import connection_for, is_postgres, placeholders, to_db, write_transaction
+from ..db import connection_for, placeholders, to_db, write_transaction
 from ..sql import dialect
 from ..states import SCHEDULED, Stage, sql_list
 
@@ -124,16 +124,9 @@ def reconcile_stage_counts(namespace: str, *, using: str) -> dict[str, int]:
     """Recount every stage from the index and replace the counters; return the counts."""
     connection = connection_for(using)
     with write_transaction(using) as cursor:
-        if is_postgres(connection):
-            # Blocks every writer of the index (and so every counter trigger) until the
-            # recount commits; locking only this table keeps the order writers use.
-            # While it waits for the lock, every new writer queues behind it, and a
-            # caller's open transaction that enqueued a job can hold it off for as long
-            # as that transaction lasts: so give up quickly (LockNotAvailable, transient)
-            # rather than stall the whole namespace.
-            cursor.execute(f"SET LOCAL lock_timeout = '{RECONCILE_LOCK_TIMEOUT_MS}ms'")
-            cursor.execute("LOCK TABLE later_jobs_index IN SHARE MODE")
-            cursor.execute("SET LOCAL lock_timeout TO DEFAULT")
+        # No writer of the index may run during the recount; a lock that cannot be
+        # had quickly is given up (LockNotAvailable, transient), not waited for.
+        dialect(connection).lock_for_recount(cursor, RECONCILE_LOCK_TIMEOUT_MS)
         cursor.execute(
             "SELECT stage, COUNT(*) FROM later_jobs_index WHERE namespace = %s GROUP BY stage",
             [namespace],
@@ -168,19 +161,8 @@ def refresh_statistics(*, using: str) -> list[str]:
     tables analysed.
     """
     connection = connection_for(using)
-    if not is_postgres(connection):
-        return []
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
-            "WHERE s.relname = ANY(%s) AND s.schemaname = current_schema() "
-            "AND (c.reltuples < 0 OR s.n_mod_since_analyze > c.reltuples + %s) "
-            "ORDER BY s.relname",
-            [list(HOT_TABLES), ANALYZE_SLACK],
-        )
-        stale = [row[0] for row in cursor.fetchall()]
-        for table in stale:
-            cursor.execute(f"ANALYZE (SKIP_LOCKED) {connection.ops.quote_name(table)}")
+        stale = dialect(connection).analyze_stale(cursor, HOT_TABLES, ANALYZE_SLACK)
     if stale:
         logger.debug("planner statistics refreshed tables=%s", ",".join(stale))
     return stale
