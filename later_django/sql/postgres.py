@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..db import CANCEL_CHANNEL, NOTIFY_CHANNEL, placeholders, to_db
@@ -438,12 +439,13 @@ LEFT JOIN later_storage s ON s.namespace = %s AND s.key = 'job:' || p.job_id
 """
 
 
-def _one_of(values: Sequence[str]) -> tuple[str, Any]:
-    return "= ANY(%s)", list(values)
-
-
-def _none_of(values: Sequence[str]) -> tuple[str, Any]:
-    return "<> ALL(%s)", list(values)
+# Lists travel as one array parameter each.
+_PICK = partial(
+    pick_heads,
+    one_of=lambda values: ("= ANY(%s)", list(values)),
+    none_of=lambda values: ("<> ALL(%s)", list(values)),
+    lock=LOCK_HEAD + " SKIP LOCKED",
+)
 
 
 def take_heads(
@@ -458,18 +460,7 @@ def take_heads(
     running: set[str],
 ) -> tuple[list[tuple], list[tuple[tuple, tuple]]]:
     """Pick, lease and start heads in one statement; ended heads come back untaken."""
-    pick, pick_params = pick_heads(
-        cursor.db,
-        namespace,
-        now,
-        room,
-        preference,
-        queues,
-        running,
-        one_of=_one_of,
-        none_of=_none_of,
-        lock=LOCK_HEAD + " SKIP LOCKED",
-    )
+    pick, pick_params = _PICK(cursor.db, namespace, now, room, preference, queues, running)
     ns = namespace
     params = [
         *pick_params,

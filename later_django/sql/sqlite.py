@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..db import placeholders, to_db
@@ -280,12 +281,13 @@ def record_alone(
 # -- partition heads (topics) ----------------------------------------------------------
 
 
-def _one_of(values: Sequence[str]) -> tuple[str, Any]:
-    return "IN (SELECT value FROM json_each(%s))", json.dumps(list(values))
-
-
-def _none_of(values: Sequence[str]) -> tuple[str, Any]:
-    return "NOT IN (SELECT value FROM json_each(%s))", json.dumps(list(values))
+# Lists travel as one JSON parameter each, so the statement's text stays the same.
+_PICK = partial(
+    pick_heads,
+    one_of=lambda values: ("IN (SELECT value FROM json_each(%s))", json.dumps(list(values))),
+    none_of=lambda values: ("NOT IN (SELECT value FROM json_each(%s))", json.dumps(list(values))),
+    lock="",
+)
 
 
 def take_heads(
@@ -300,18 +302,7 @@ def take_heads(
     running: set[str],
 ) -> tuple[list[tuple], list[tuple[tuple, tuple]]]:
     """Pick heads, then lease and start the runnable ones, in a few statements."""
-    sql, params = pick_heads(
-        cursor.db,
-        namespace,
-        now,
-        room,
-        preference,
-        queues,
-        running,
-        one_of=_one_of,
-        none_of=_none_of,
-        lock="",
-    )
+    sql, params = _PICK(cursor.db, namespace, now, room, preference, queues, running)
     cursor.execute(sql, params)
     rows = cursor.fetchall()
     heads = [r for r in rows if r[6] is not None and r[6] not in FINISHED]
