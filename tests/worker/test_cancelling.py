@@ -74,9 +74,11 @@ def test_a_task_that_ignores_the_cancel_is_interrupted_after_the_grace(
     assert error.exception_class_path == "later_django.exceptions.InterruptedByCancel"
     assert message in error.traceback
     assert not Execution.objects.filter(kind="stubborn").exists()  # it never ran to its end
-    # The thread (or its replacement) runs the next job.
-    wait_for(lambda: Execution.objects.filter(kind="after-cancel").exists(), timeout=30)
+    # The thread (or its replacement) runs the next job. Its body's row commits before
+    # its outcome is stored: wait for the outcome, not for the row.
+    wait_for(lambda: ended(after.id), timeout=30)
     assert JobIndexRow.objects.get(job_id=after.id).stage == Stage.SUCCESS
+    assert Execution.objects.filter(kind="after-cancel").exists()
 
 
 def test_cancelling_a_running_parent_cancels_its_waiting_children(start_worker):
