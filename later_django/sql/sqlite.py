@@ -105,18 +105,12 @@ def claim(
     if not take:
         return []
     ids = [r[1] for r in take]
-    marks = placeholders(len(ids))
     cursor.execute(
         "UPDATE later_delivery_queue SET lease_owner = %s, available_at = %s "
         f"WHERE id IN ({placeholders(len(take))})",
         [owner, to_db(connection, expires), *[r[0] for r in take]],
     )
-    cursor.execute(
-        "SELECT job_id, owner FROM later_job_execution "
-        f"WHERE namespace = %s AND job_id IN ({marks})",
-        [namespace, *ids],
-    )
-    previous = dict(cursor.fetchall())
+    previous = _owners(cursor, namespace, ids)
     values = ", ".join(["(%s, %s, %s, 1, %s, %s)"] * len(ids))
     lease_params: list[object] = []
     for job_id in ids:
@@ -137,17 +131,7 @@ def claim(
         lease_params,
     )
     epochs = dict(cursor.fetchall())
-    cursor.execute(
-        f"UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1, "
-        "started_at = %s, transitioned_at = %s, worker_id = %s, revision = revision + 1 "
-        f"WHERE namespace = %s AND job_id IN ({marks})",
-        [to_db(connection, now), to_db(connection, now), owner, namespace, *ids],
-    )
-    cursor.execute(
-        f"SELECT key, value FROM later_storage WHERE namespace = %s AND key IN ({marks})",
-        [namespace, *[job_key(i) for i in ids]],
-    )
-    values_by_id = {key[4:]: value for key, value in cursor.fetchall()}
+    values_by_id = _start(cursor, namespace, owner, ids, to_db(connection, now))
     return [
         (
             job_id,
@@ -159,6 +143,32 @@ def claim(
         )
         for _, job_id, enqueued_at, ready_at in take
     ]
+
+
+def _owners(cursor: Any, namespace: str, ids: list[str]) -> dict[str, str]:
+    """Who held each job's execution lease before this claim (a lost attempt's worker)."""
+    cursor.execute(
+        "SELECT job_id, owner FROM later_job_execution "
+        f"WHERE namespace = %s AND job_id IN ({placeholders(len(ids))})",
+        [namespace, *ids],
+    )
+    return dict(cursor.fetchall())
+
+
+def _start(cursor: Any, namespace: str, owner: str, ids: list[str], stamp: Any) -> dict:
+    """Mark claimed jobs running on ``owner``; return their records' bytes by job id."""
+    marks = placeholders(len(ids))
+    cursor.execute(
+        f"UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1, "
+        "started_at = %s, transitioned_at = %s, worker_id = %s, revision = revision + 1 "
+        f"WHERE namespace = %s AND job_id IN ({marks})",
+        [stamp, stamp, owner, namespace, *ids],
+    )
+    cursor.execute(
+        f"SELECT key, value FROM later_storage WHERE namespace = %s AND key IN ({marks})",
+        [namespace, *[job_key(i) for i in ids]],
+    )
+    return {key[4:]: value for key, value in cursor.fetchall()}
 
 
 def mark_parents(cursor: Any, namespace: str, ids: list[str], now: datetime) -> list[tuple]:
@@ -324,13 +334,7 @@ def _lease(cursor, namespace, owner, heads, now, expires) -> list[tuple[tuple, t
     )
     epochs = {(topic, partition): epoch for topic, partition, epoch in cursor.fetchall()}
     ids = [h[4] for h in heads]
-    marks = placeholders(len(ids))
-    cursor.execute(
-        "SELECT job_id, owner FROM later_job_execution "
-        f"WHERE namespace = %s AND job_id IN ({marks})",
-        [namespace, *ids],
-    )
-    previous = dict(cursor.fetchall())
+    previous = _owners(cursor, namespace, ids)
     cursor.execute(
         "INSERT INTO later_job_execution "
         "(namespace, job_id, owner, epoch, started_at, lease_expires_at) VALUES "
@@ -345,17 +349,7 @@ def _lease(cursor, namespace, owner, heads, now, expires) -> list[tuple[tuple, t
         f"WHERE id IN ({placeholders(len(heads))})",
         [until, *[h[0] for h in heads]],
     )
-    cursor.execute(
-        f"UPDATE later_jobs_index SET stage = '{Stage.RUNNING}', attempts = attempts + 1, "
-        "started_at = %s, transitioned_at = %s, worker_id = %s, revision = revision + 1 "
-        f"WHERE namespace = %s AND job_id IN ({marks})",
-        [stamp, stamp, owner, namespace, *ids],
-    )
-    cursor.execute(
-        f"SELECT key, value FROM later_storage WHERE namespace = %s AND key IN ({marks})",
-        [namespace, *[f"job:{i}" for i in ids]],
-    )
-    raw = {key[4:]: value for key, value in cursor.fetchall()}
+    raw = _start(cursor, namespace, owner, ids, stamp)
     return [
         (h, (h[4], h[7] or now, h[5], epochs[(h[1], h[2])], previous.get(h[4]), raw.get(h[4])))
         for h in heads
