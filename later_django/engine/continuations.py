@@ -177,6 +177,7 @@ def release_children(cursor: Any, namespace: str, parents: list[str], now: datet
             "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, job_id) DO NOTHING",
             commands,
         )
+        dialect(connection).notify_queued(cursor, namespace)
     return [row[0] for row in released]
 
 

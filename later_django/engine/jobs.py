@@ -20,6 +20,7 @@ from ..exceptions import InvalidTransition, JobNotFound, UndecodableJob
 from ..models import DeliveryCommand, JobExecution, JobIndexRow, StorageValue
 from ..options import BackendOptions, options_for_namespace
 from ..records import ErrorEntry, JobRecord, Note, from_micros, job_key
+from ..sql import dialect
 from ..states import FINISHED, PENDING, RETRYABLE, Stage
 from . import continuations
 from .reads import load_record
@@ -181,7 +182,7 @@ def retry_job(job_id: str, *, namespace: str) -> None:
     """
     later = options_for(namespace)
     using = later.database
-    with write_transaction(using):
+    with write_transaction(using) as cursor:
         found = load_record(namespace, job_id, using=using)
         if found is not None and found[0].stage in RETRYABLE and found[1].decode_error:
             raise UndecodableJob(
@@ -238,6 +239,7 @@ def retry_job(job_id: str, *, namespace: str) -> None:
             available_at=now,
             enqueued_at=now,
         )
+        dialect(cursor.db).notify_queued(cursor, namespace)
 
 
 def cancel_job(job_id: str, *, namespace: str, reason: str = "cancelled") -> None:

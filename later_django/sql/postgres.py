@@ -46,11 +46,14 @@ WITH job AS (
     SELECT %s, job_id, task_path, queue_name, priority, stage, 1, 0,
            enqueued_at, run_at, enqueued_at, topic, part, seq, parent_job_id
     FROM job
+), queued AS (
+    INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
+                                          enqueued_at)
+    SELECT %s, queue_name, job_id, priority, run_at, enqueued_at FROM job
+    WHERE stage = '{Stage.ENQUEUED}' AND topic IS NULL
+    RETURNING 1
 )
-INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
-                                  enqueued_at)
-SELECT %s, queue_name, job_id, priority, run_at, enqueued_at FROM job
-WHERE stage = '{Stage.ENQUEUED}' AND topic IS NULL
+SELECT pg_notify('{NOTIFY_CHANNEL}', %s) FROM (SELECT 1 FROM queued LIMIT 1) AS any_queued
 """
 
 
@@ -68,11 +71,14 @@ WITH job AS (
     SELECT %(ns)s, job_id, %(task_path)s, %(queue)s, %(priority)s, %(stage)s, 1, 0,
            %(enqueued_at)s, %(run_at)s, %(enqueued_at)s, NULL, NULL, NULL, NULL
     FROM job
+), queued AS (
+    INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
+                                          enqueued_at)
+    SELECT %(ns)s, %(queue)s, job_id, %(priority)s, %(run_at)s, %(enqueued_at)s FROM job
+    WHERE %(stage)s = '{Stage.ENQUEUED}'
+    RETURNING 1
 )
-INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
-                                  enqueued_at)
-SELECT %(ns)s, %(queue)s, job_id, %(priority)s, %(run_at)s, %(enqueued_at)s FROM job
-WHERE %(stage)s = '{Stage.ENQUEUED}'
+SELECT pg_notify('{NOTIFY_CHANNEL}', %(ns)s) FROM (SELECT 1 FROM queued LIMIT 1) AS any_queued
 """
 
 
@@ -85,11 +91,14 @@ WITH stored AS (
     VALUES (%(ns)s, %(id)s, %(task_path)s, %(queue)s, %(priority)s, %(stage)s, 1, 0,
             %(enqueued_at)s, %(run_at)s, %(enqueued_at)s, %(topic)s, %(part)s::int, %(seq)s::bigint,
             %(parent)s)
+), queued AS (
+    INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
+                                          enqueued_at)
+    SELECT %(ns)s, %(queue)s, %(id)s, %(priority)s, %(run_at)s, %(enqueued_at)s
+    WHERE %(stage)s = '{Stage.ENQUEUED}' AND %(topic)s::text IS NULL
+    RETURNING 1
 )
-INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
-                                  enqueued_at)
-SELECT %(ns)s, %(queue)s, %(id)s, %(priority)s, %(run_at)s, %(enqueued_at)s
-WHERE %(stage)s = '{Stage.ENQUEUED}' AND %(topic)s::text IS NULL
+SELECT pg_notify('{NOTIFY_CHANNEL}', %(ns)s) FROM (SELECT 1 FROM queued LIMIT 1) AS any_queued
 """
 
 
@@ -148,6 +157,7 @@ def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
             [j.record.partition for j in jobs],
             [j.record.sequence for j in jobs],
             [j.record.parent_id for j in jobs],
+            namespace,
             namespace,
             namespace,
             namespace,
@@ -303,7 +313,8 @@ _STORE = f"""fenced AS (
     WHERE d.namespace = %(ns)s AND d.job_id = held.job_id AND held.stage = '{Stage.ENQUEUED}'
     RETURNING d.job_id
 ), woken AS (
-    SELECT pg_notify('later_delivery', %(ns)s) FROM (SELECT 1 FROM requeued LIMIT 1) AS any_requeued
+    SELECT pg_notify('{NOTIFY_CHANNEL}', %(ns)s)
+    FROM (SELECT 1 FROM requeued LIMIT 1) AS any_requeued
 )
 SELECT job_id, FALSE, (SELECT COUNT(*) FROM woken) FROM fenced"""
 

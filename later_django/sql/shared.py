@@ -150,8 +150,10 @@ class Dialect(Protocol):
         to honour)."""
 
     def notify_queued(self, cursor: Any, namespace: str) -> None:
-        """Wake the namespace's idle workers at once for jobs that have no queue
-        command (ordered jobs), if the database can; otherwise they look soon."""
+        """Wake the namespace's idle workers at once (at commit) for jobs just made
+        runnable, if the database can; otherwise they look soon. The enqueue and
+        outcome statements wake them themselves; every other writer of queue
+        commands or partition heads calls this."""
 
     def notify_cancel(self, cursor: Any, namespace: str) -> None:
         """Tell the namespace's workers at once that a cancel was asked for, if the

@@ -178,7 +178,6 @@ def place(cursor: Any, later: BackendOptions, jobs: Sequence[NewJob]) -> None:
         + ' ON CONFLICT (namespace, topic, "partition") DO NOTHING',
         [v for row in heads for v in row],
     )
-    # Ordered jobs have no queue command, whose trigger would wake idle workers.
     dialect(connection).notify_queued(cursor, namespace)
 
 

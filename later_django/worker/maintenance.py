@@ -63,6 +63,7 @@ def promote_due(
             f"AND job_id IN ({placeholders(len(ids))}) AND stage IN ({sql_list(SCHEDULED)})",
             [to_db(connection, now), namespace, *ids],
         )
+        sql.notify_queued(cursor, namespace)
     return ids
 
 

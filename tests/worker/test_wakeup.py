@@ -7,10 +7,12 @@ Worker in a thread of the test process under ``override_settings``: with a
 
 import statistics
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
 from django.test import override_settings
+from django.utils import timezone
 
 from tests import tasks
 from tests.conftest import wait_for
@@ -55,11 +57,21 @@ def test_a_job_whose_notification_never_arrives_is_found_by_polling(vendor):
         pytest.skip("PostgreSQL only: NOTIFY is its wake-up path")
     with worker_thread(concurrency=1):
         time.sleep(0.3)
-        # Commit a job with the NOTIFY trigger switched off for this transaction only.
+        # A job made runnable by hand, by a write that sends no NOTIFY: enqueued for
+        # later (no command, no notification), then given its command at once.
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("ALTER TABLE later_delivery_queue DISABLE TRIGGER later_delivery_notify")
-            tasks.record.enqueue("wake", "silent")
-            cursor.execute("ALTER TABLE later_delivery_queue ENABLE TRIGGER later_delivery_notify")
+            job = tasks.record.using(run_after=timezone.now() + timedelta(hours=1)).enqueue(
+                "wake", "silent"
+            )
+            cursor.execute(
+                "UPDATE later_jobs_index SET stage = 'enqueued', run_at = now() WHERE job_id = %s",
+                [job.id],
+            )
+            cursor.execute(
+                "INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, "
+                "available_at, enqueued_at) VALUES ('tests', 'default', %s, 0, now(), now())",
+                [job.id],
+            )
         committed = time.time()
         wait_for(lambda: Execution.objects.filter(kind="wake").exists(), timeout=10)
     assert Execution.objects.get(kind="wake").at - committed < 1.5
