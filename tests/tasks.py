@@ -322,3 +322,18 @@ def atomic_stops_when_cancelled(context, kind):
     """Write, then wait for the cancel and return: the job ends cancelled, its write undone."""
     _record(kind, "written")
     return "stopped early" if _until_cancelled(context) else "ran to the end"
+
+
+@task
+def record_session(kind, value):
+    """Record the database session (PostgreSQL's backend pid) this run used."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        _record(kind, f"{value}:{cursor.fetchone()[0]}")
+
+
+@task
+def ends_its_session():
+    """Have the server end this run's database session, as a restart or a pooler would."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
