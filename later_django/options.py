@@ -201,6 +201,39 @@ def later_aliases() -> Iterator[tuple[str, dict[str, Any]]]:
             yield alias, params.get("OPTIONS", {})
 
 
+# alias -> (the OPTIONS dict parsed, what it parsed to): the dict is held, so a new
+# one (``override_settings``) is parsed afresh and an old one's id is never reused.
+_parsed: dict[str, tuple[Any, BackendOptions]] = {}
+
+
+def options_for_alias(alias: str, *, needed_by: str) -> BackendOptions:
+    """The parsed OPTIONS of the Later backend alias ``alias`` in ``settings.TASKS``.
+
+    Raises InvalidArgument naming the alias when it is missing or of another kind,
+    and the error of its OPTIONS when they are invalid. ``needed_by`` finishes the
+    sentence of the error, e.g. "the retained log needs".
+    """
+    tasks = getattr(settings, "TASKS", {})
+    params = tasks.get(alias)
+    if params is None:
+        raise InvalidArgument(
+            f"backend is {alias!r}, which is not a TASKS alias; the aliases are "
+            f"{', '.join(repr(a) for a in tasks) or 'none'}."
+        )
+    if params.get("BACKEND") != BACKEND_PATH:
+        raise InvalidArgument(
+            f"backend is {alias!r}, whose BACKEND is {params.get('BACKEND')!r}; {needed_by} a "
+            f"backend whose BACKEND is {BACKEND_PATH!r}."
+        )
+    options = params.get("OPTIONS", {})
+    cached = _parsed.get(alias)
+    if cached is not None and cached[0] is options:
+        return cached[1]
+    later = parse(options, alias=alias)
+    _parsed[alias] = (options, later)
+    return later
+
+
 def options_for_namespace(namespace: str) -> BackendOptions | None:
     """The parsed OPTIONS of the first Later backend alias in ``settings.TASKS`` whose
     namespace is ``namespace``; None if none is (an alias whose OPTIONS are invalid

@@ -14,11 +14,9 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from ..aliases import options_of
 from ..db import connection_for, from_db, to_db, write_transaction
 from ..exceptions import InvalidArgument
-from ..options import BackendOptions
-from ..tasks_api import task_backends
+from ..options import BackendOptions, options_for_alias
 from ..topics.registry import ensure_layout, partition_count
 from ..topics.routing import check_key, partition_for_key
 
@@ -37,14 +35,7 @@ class Record:
 
 def log_backend(alias: str) -> BackendOptions:
     """The parsed OPTIONS of the Later backend ``alias``, whose database keeps the log."""
-    backend = task_backends[alias]
-    later = options_of(backend)
-    if later is None:
-        raise InvalidArgument(
-            f"Task backend {alias!r} is {type(backend).__name__}; the retained log needs one whose "
-            "BACKEND is 'later_django.backend.LaterBackend'."
-        )
-    return later
+    return options_for_alias(alias, needed_by="the retained log needs")
 
 
 def _check_partition(topic: str, partition: object, count: int) -> int:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..context import LaterTaskContext
-from ..tasks_api import TaskResult
+
+if TYPE_CHECKING:
+    from ..tasks_api import TaskResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

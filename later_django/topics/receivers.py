@@ -20,17 +20,16 @@ def register_after_migrate(sender: Any, using: str = "default", **kwargs: Any) -
     """
     if getattr(sender, "label", None) != LABEL:
         return
-    from ..aliases import options_of
-    from ..tasks_api import task_backends
+    from ..exceptions import InvalidArgument
+    from ..options import later_aliases, parse
     from .registry import register_topics
 
     if "later_topic" not in connections[using].introspection.table_names():
         return  # migrated backwards past the table
-    for backend in task_backends.all():
-        later = options_of(backend)
-        if (
-            later is not None
-            and getattr(backend, "options_error", None) is None
-            and later.database == using
-        ):
+    for alias, options in later_aliases():
+        try:
+            later = parse(options, alias=alias)
+        except InvalidArgument:
+            continue  # its backend reports the error where it is used
+        if later.database == using:
             register_topics(later)

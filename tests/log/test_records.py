@@ -55,3 +55,34 @@ def test_bad_input_is_refused_with_the_value_named():
     with pytest.raises(InvalidArgument, match=r"limit is 0; it must be a whole number from 1 to"):
         read("events", 0, limit=0)
     assert not LogRecord.objects.exists()
+
+
+def test_a_backend_alias_that_is_not_in_tasks_is_refused_with_the_aliases():
+    with pytest.raises(
+        InvalidArgument, match=r"^backend is 'nope', which is not a TASKS alias; the aliases are"
+    ):
+        append("events", None, b"x", backend="nope")
+
+
+def test_a_backend_of_another_kind_is_refused(settings):
+    settings.TASKS = {
+        **settings.TASKS,
+        "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+    }
+    with pytest.raises(
+        InvalidArgument,
+        match=r"^backend is 'immediate', whose BACKEND is "
+        r"'django.tasks.backends.immediate.ImmediateBackend'; the retained log needs",
+    ):
+        read("events", 0, backend="immediate")
+
+
+def test_new_options_are_read_when_the_settings_change(settings):
+    settings.TASKS = {
+        "default": {
+            **settings.TASKS["default"],
+            "OPTIONS": {**settings.TASKS["default"]["OPTIONS"], "topics": {"other": 2}},
+        }
+    }
+    with pytest.raises(UnknownTopic):
+        append("events", None, b"x")
