@@ -36,7 +36,7 @@ def to_micros(value: datetime | None) -> int | None:
     """Microseconds since the epoch; a naive ``value`` is local time, as Django takes it."""
     if value is None:
         return None
-    if timezone.is_naive(value):
+    if value.tzinfo is not UTC and timezone.is_naive(value):  # timezone.now() is UTC
         value = timezone.make_aware(value)
     return int(value.timestamp() * 1_000_000)
 

@@ -55,9 +55,23 @@ class MetricsBatch:
         with self._lock:
             self._transitions[(stage, minute(at))] += count
 
+    def transitions(self, stages: Counter[str], at: datetime) -> None:
+        """Count many transitions at once (``stages``: how many reached each stage)."""
+        bucket = minute(at)
+        with self._lock:
+            for stage, count in stages.items():
+                self._transitions[(stage, bucket)] += count
+
     def wait(self, mode: str, wait_ms: float, at: datetime) -> None:
         with self._lock:
             self._waits[(mode, minute(at), wait_bin(wait_ms))] += 1
+
+    def waits(self, waited: Counter[tuple[str, int]], at: datetime) -> None:
+        """Count many waits at once (``waited``: how many of each mode fell in each bin)."""
+        bucket = minute(at)
+        with self._lock:
+            for (mode, bound), count in waited.items():
+                self._waits[(mode, bucket, bound)] += count
 
     def flush(self, namespace: str, *, using: str) -> int:
         """Add the gathered counts to the tables; return how many rows were touched."""

@@ -31,7 +31,7 @@ from ..tasks_api import InvalidTaskBackend, task_backends
 from ..topics.runtime import TopicParticipation, wait_mode
 from . import timeouts
 from .executing import execute, failed_outcome
-from .metrics import MetricsBatch
+from .metrics import MetricsBatch, wait_bin
 from .services import Services
 from .slots import Running, Slot, deadline_for
 from .wakeup import PostgresListener, SqliteWatcher, idle_wait, use_wal
@@ -403,12 +403,16 @@ class Worker:
         now = timezone.now()
         self.claimed_total += len(claimed)
         self.metrics.transition(Stage.RUNNING, now, len(claimed))
+        waited: Counter[tuple[str, int]] = Counter(
+            (wait_mode(item), wait_bin((now - item.available_at).total_seconds() * 1000))
+            for item in claimed
+        )
+        self.metrics.waits(waited, now)
+        started = time.monotonic()
         with self.lock:
             for item in claimed:
-                mode = wait_mode(item)
-                self.metrics.wait(mode, (now - item.available_at).total_seconds() * 1000, now)
                 # The deadline is set when a slot starts the job.
-                self.running[item.job_id] = Running(item=item, started=time.monotonic())
+                self.running[item.job_id] = Running(item=item, started=started)
         for item in claimed:
             logger.debug("job claimed id=%s epoch=%s", item.job_id, item.epoch)
             self.inbox.put(item)

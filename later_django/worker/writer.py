@@ -15,6 +15,7 @@ import logging
 import queue
 import threading
 import time
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from django.db import connections
@@ -184,10 +185,10 @@ class OutcomeWriter:
         worker.counts["fenced"] += len(batch) - len(written)
         if any(o.record is not None and o.record.topic is not None for o in written):
             worker.topics.heads_may_be_due()  # the partition's next job may be runnable now
+        reached: Counter[str] = Counter()
         for outcome in written:
             worker.counts[outcome.kind] += 1
-            for stage in outcome.transitions:
-                worker.metrics.transition(stage, now)
+            reached.update(outcome.transitions)
             level = (
                 logging.DEBUG
                 if outcome.routine
@@ -195,3 +196,4 @@ class OutcomeWriter:
             )
             if logger.isEnabledFor(level):
                 logger.log(level, "job %s id=%s", outcome.kind, outcome.job_id)
+        worker.metrics.transitions(reached, now)
