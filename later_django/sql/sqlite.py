@@ -31,6 +31,8 @@ SKIP_LOCKED = ""
 def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
     """Write new jobs: one ``executemany`` per table."""
     connection = cursor.db
+    # Each job's two times as the database holds them, converted once each.
+    times = [(to_db(connection, j.enqueued_at), to_db(connection, j.run_at)) for j in jobs]
     cursor.executemany(
         "INSERT INTO later_storage (namespace, key, value) VALUES (%s, %s, %s)",
         [(namespace, job_key(j.record.id), j.record.encode()) for j in jobs],
@@ -46,34 +48,28 @@ def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
                 j.record.queue_name,
                 j.record.priority,
                 j.stage,
-                to_db(connection, j.enqueued_at),
-                to_db(connection, j.run_at),
-                to_db(connection, j.enqueued_at),
+                enqueued_at,
+                run_at,
+                enqueued_at,
                 j.record.topic,
                 j.record.partition,
                 j.record.sequence,
                 j.record.parent_id,
             )
-            for j in jobs
+            for j, (enqueued_at, run_at) in zip(jobs, times, strict=True)
         ],
     )
-    queued = [j for j in jobs if j.stage == Stage.ENQUEUED and j.record.topic is None]
+    queued = [
+        (namespace, j.record.queue_name, j.record.id, j.record.priority, run_at, enqueued_at)
+        for j, (enqueued_at, run_at) in zip(jobs, times, strict=True)
+        if j.stage == Stage.ENQUEUED and j.record.topic is None
+    ]
     if queued:
         cursor.executemany(
             "INSERT INTO later_delivery_queue "
             "(namespace, queue_name, job_id, priority, available_at, enqueued_at) "
             "VALUES (%s, %s, %s, %s, %s, %s)",
-            [
-                (
-                    namespace,
-                    j.record.queue_name,
-                    j.record.id,
-                    j.record.priority,
-                    to_db(connection, j.run_at),
-                    to_db(connection, j.enqueued_at),
-                )
-                for j in queued
-            ],
+            queued,
         )
 
 
