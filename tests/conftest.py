@@ -24,6 +24,20 @@ ROOT = Path(__file__).resolve().parent.parent
 DUMMY_BACKEND = f"{DummyBackend.__module__}.{DummyBackend.__qualname__}"
 
 
+def postgres_session(**options: object):
+    """A psycopg connection of its own to the test database (PostgreSQL), outside Django."""
+    import psycopg
+
+    settings = connection.settings_dict
+    return psycopg.connect(
+        host=settings["HOST"] or None,
+        port=settings["PORT"] or None,
+        user=settings["USER"],
+        dbname=settings["NAME"],
+        **options,
+    )
+
+
 @pytest.fixture
 def vendor() -> str:
     return connection.vendor

@@ -18,6 +18,7 @@ from later_django.engine.outcomes import FAILED, SUCCESS
 from later_django.jobs import retry_job
 from later_django.worker.maintenance import promote_due
 from tests import tasks
+from tests.conftest import postgres_session
 from tests.continuations.inline import claim_ready, finish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,14 +32,7 @@ def postgres_only():
 
 @pytest.fixture
 def listener() -> Iterator[psycopg.Connection]:
-    settings = connection.settings_dict
-    with psycopg.connect(
-        host=settings["HOST"] or None,
-        port=settings["PORT"] or None,
-        user=settings["USER"],
-        dbname=settings["NAME"],
-        autocommit=True,
-    ) as conn:
+    with postgres_session(autocommit=True) as conn:
         conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
         yield conn
 

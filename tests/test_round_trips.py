@@ -4,11 +4,11 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import psycopg
 import pytest
 from django.db import connection, transaction
 
 from tests import tasks
+from tests.conftest import postgres_session
 from tests.continuations.inline import claim_ready, finish
 from tests.models import Order
 
@@ -41,13 +41,7 @@ def traced() -> Iterator[list[str]]:
 
 
 def job_is_visible_elsewhere(job_id: str) -> bool:
-    settings = connection.settings_dict
-    with psycopg.connect(
-        host=settings["HOST"] or None,
-        port=settings["PORT"] or None,
-        user=settings["USER"],
-        dbname=settings["NAME"],
-    ) as other:
+    with postgres_session() as other:
         return (
             other.execute("SELECT 1 FROM later_jobs_index WHERE job_id = %s", [job_id]).fetchone()
             is not None
