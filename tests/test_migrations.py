@@ -1,5 +1,6 @@
 """Upgrades: jobs stored under an older schema stay runnable after ``migrate``."""
 
+import sqlite3
 from importlib import import_module
 
 import pytest
@@ -9,6 +10,7 @@ from django.db.migrations.executor import MigrationExecutor
 from later_django.jobs import cancel_job
 from later_django.models import JobIndexRow
 from tests import tasks
+from tests.conftest import manage
 from tests.continuations.inline import claim_ready, finish, stage_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -75,3 +77,16 @@ def test_the_has_children_backfill_works_in_batches_across_namespaces_and_can_ru
         assert backfill.backfill(None, editor, batch=2) == 3
     again = set(JobIndexRow.objects.filter(has_children=True).values_list("job_id", flat=True))
     assert again == flagged
+
+
+def test_migrate_puts_a_new_sqlite_database_in_wal_mode(tmp_path, vendor):
+    if vendor != "sqlite":
+        pytest.skip("SQLite only: its journal mode")
+    path = tmp_path / "new.sqlite3"
+    done = manage("migrate", "--noinput", database_url=f"sqlite:///{path}")
+    assert done.returncode == 0, done.stderr
+    fresh = sqlite3.connect(path)
+    try:
+        assert fresh.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        fresh.close()
