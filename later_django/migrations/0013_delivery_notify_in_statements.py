@@ -1,8 +1,7 @@
 """PostgreSQL's wake-up NOTIFY moves from a trigger into the statements that queue jobs.
 
 The statement trigger of 0003 ran a PL/pgSQL function over a transition
-table for every enqueue: about 40 µs of the server's time, a tenth of a
-single enqueue in autocommit. Each statement that puts commands in the
+table for every enqueue. Each statement that puts commands in the
 delivery queue now calls ``pg_notify('later_delivery', namespace)`` itself
 (``sql/postgres.py``, and ``notify_queued`` after the other inserts); the
 notification is still delivered at commit, once per namespace and
