@@ -234,18 +234,21 @@ def options_for_alias(alias: str, *, needed_by: str) -> BackendOptions:
     return later
 
 
-def options_for_namespace(namespace: str) -> BackendOptions | None:
-    """The parsed OPTIONS of the first Later backend alias in ``settings.TASKS`` whose
-    namespace is ``namespace``; None if none is (an alias whose OPTIONS are invalid
-    is passed over: its backend reports them when it is used)."""
-    for alias, options in later_aliases():
+def valid_options() -> Iterator[BackendOptions]:
+    """The parsed OPTIONS of each Later backend alias in ``settings.TASKS``, in alias
+    order; an alias whose OPTIONS are invalid is passed over (its backend reports
+    them when it is used)."""
+    for alias, _ in later_aliases():
         try:
-            later = parse(options, alias=alias)
+            yield options_for_alias(alias, needed_by="")  # a Later alias: only OPTIONS can fail
         except InvalidArgument:
             continue
-        if later.namespace == namespace:
-            return later
-    return None
+
+
+def options_for_namespace(namespace: str) -> BackendOptions | None:
+    """The parsed OPTIONS of the first valid Later backend alias in ``settings.TASKS``
+    whose namespace is ``namespace``; None if none is."""
+    return next((later for later in valid_options() if later.namespace == namespace), None)
 
 
 def configured_namespaces() -> list[str]:

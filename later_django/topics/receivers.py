@@ -20,16 +20,11 @@ def register_after_migrate(sender: Any, using: str = "default", **kwargs: Any) -
     """
     if getattr(sender, "label", None) != LABEL:
         return
-    from ..exceptions import InvalidArgument
-    from ..options import later_aliases, parse
+    from ..options import valid_options
     from .registry import register_topics
 
     if "later_topic" not in connections[using].introspection.table_names():
         return  # migrated backwards past the table
-    for alias, options in later_aliases():
-        try:
-            later = parse(options, alias=alias)
-        except InvalidArgument:
-            continue  # its backend reports the error where it is used
+    for later in valid_options():
         if later.database == using:
             register_topics(later)

@@ -62,10 +62,6 @@ class MetricsBatch:
             for stage, count in stages.items():
                 self._transitions[(stage, bucket)] += count
 
-    def wait(self, mode: str, wait_ms: float, at: datetime) -> None:
-        with self._lock:
-            self._waits[(mode, minute(at), wait_bin(wait_ms))] += 1
-
     def waits(self, waited: Counter[tuple[str, int]], at: datetime) -> None:
         """Count many waits at once (``waited``: how many of each mode fell in each bin)."""
         bucket = minute(at)
