@@ -3,7 +3,7 @@
     .venv/bin/python bench/soak.py [--db sqlite|postgres|both] [--plain 100000] [--ordered 20000]
                                    [--keys 200] [--workers 3] [--concurrency 4] [--kill-every 10]
                                    [--lease 30] [--short] [--restart-postgres] [--freeze N]
-                                   [--atomic]
+                                   [--atomic] [--kills N]
 
 Each database is created fresh and dropped afterwards. The soak enqueues
 ``--plain`` ordinary jobs and ``--ordered`` jobs of the 16-partition topic
@@ -26,6 +26,10 @@ plain and 600 ordered jobs, a kill every 2 s). ``--restart-postgres`` restarts
 the PostgreSQL server once, when half the jobs are done, with ``pg_ctlcluster
 --skip-systemctl-redirect VERSION main restart`` (``LATER_PG_CLUSTER`` names
 another cluster than ``main``): the workers must recover on their own.
+
+``--kills N`` kills by progress instead of by the clock: one worker as each
+1/(N+1) of the jobs has finished, so a run sees its N kills however fast the
+machine drains it (the CI tests use it).
 
 ``--atomic`` runs the same jobs as atomic tasks (``@task(atomic=True)``,
 docs/exactly-once.md): each run's row is written in the transaction that
@@ -169,11 +173,21 @@ def soak(url: str, options: argparse.Namespace) -> SoakReport:
             if restart_pending and unfinished <= report.jobs // 2:
                 restart_pending = False
                 report.restart_seconds = restart_postgres()
-            if now >= next_kill:
+            if options.kills:
+                # The next kill's share of the jobs done: 1/(N+1), 2/(N+1), ...
+                due = (
+                    report.kills < options.kills
+                    and (report.jobs - unfinished) * (options.kills + 1)
+                    >= (report.kills + 1) * report.jobs
+                )
+            else:
+                due = now >= next_kill
+            if due:
                 workers.kill_one()
                 report.kills += 1
                 next_kill = now + options.kill_every
-            time.sleep(0.25)
+            # Often enough, when killing by progress, to see each share of a fast run.
+            time.sleep(0.05 if options.kills else 0.25)
         report.elapsed = time.monotonic() - began
     finally:
         workers.stop()
@@ -212,6 +226,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease", type=float, default=30.0, help="the backend's lease_seconds")
     parser.add_argument(
         "--short", action="store_true", help="3,000 plain + 600 ordered jobs, a kill every 2 s"
+    )
+    parser.add_argument(
+        "--kills", type=int, default=0, metavar="N", help="N kills spread over the jobs' progress"
     )
     parser.add_argument("--restart-postgres", action="store_true")
     parser.add_argument("--freeze", type=int, default=0, metavar="N", help="freeze mode")

@@ -4,7 +4,7 @@ The first tests run a burst worker in this process; the rest kill, freeze and
 cancel real ``later_worker`` processes in the middle of an attempt, while its
 writes are still uncommitted, and count what stayed: exactly one attempt's
 writes per job. The soak's ``--atomic`` run (tests/worker/test_soak.py) does
-the same under a kill every two seconds.
+the same under three kills spread over its jobs.
 """
 
 from __future__ import annotations
