@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from inspect import iscoroutinefunction
@@ -17,7 +17,7 @@ from . import backoff as backoff_module
 from . import options as options_module
 from .db import django_time
 from .engine.continuations import insert_continuations
-from .engine.enqueue import NewJob, insert_jobs
+from .engine.enqueue import STREAMED_BATCH, NewJob, insert_batches, insert_jobs
 from .exceptions import InvalidArgument, InvalidCall
 from .options import validate_name
 from .records import JobRecord, check_arguments, new_job_id, to_micros
@@ -126,6 +126,43 @@ def check_call(number: int, call: Any) -> tuple[Sequence[Any], Mapping[str, Any]
                 "must be str."
             )
     return args, kwargs
+
+
+@dataclass(frozen=True, slots=True)
+class JobBuilder:
+    """Builds the jobs of one enqueue call from their arguments; the rest they share."""
+
+    task_path: str
+    stage: Stage  # as created: enqueued, or delayed until run_at
+    run_at: datetime
+    enqueued_at: datetime
+    shared: dict[str, Any]  # the JobRecord fields but the id and the arguments
+
+    @property
+    def plain(self) -> bool:
+        """Whether the jobs are neither ordered (topic) nor continuations."""
+        return self.shared.get("topic") is None and self.shared["parent_id"] is None
+
+    def check(
+        self, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
+    ) -> list[tuple[list[Any], dict[str, Any]]]:
+        """Each call's arguments as stored, or SerializationError naming the bad one."""
+        return [check_arguments(self.task_path, args, kwargs) for args, kwargs in calls]
+
+    def build(self, checked: Iterable[tuple[list[Any], dict[str, Any]]]) -> list[NewJob]:
+        """The jobs of calls whose arguments passed :meth:`check`."""
+        jobs = []
+        for args, kwargs in checked:
+            record = JobRecord(id=new_job_id(), args=args, kwargs=kwargs, **self.shared)
+            jobs.append(
+                NewJob(
+                    record=record,
+                    stage=self.stage,
+                    run_at=self.run_at,
+                    enqueued_at=self.enqueued_at,
+                )
+            )
+        return jobs
 
 
 class LaterBackend(BaseTaskBackend):
@@ -282,43 +319,44 @@ class LaterBackend(BaseTaskBackend):
     def _new_jobs(
         self, task: Task, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
     ) -> list[NewJob]:
-        """Jobs for ``task`` called with each ``(args, kwargs)``; the caller validated ``task``.
+        """Jobs for ``task`` called with each ``(args, kwargs)``; the caller validated ``task``."""
+        builder = self._job_builder(task)
+        return builder.build(builder.check(calls))
 
-        Everything but the id and the arguments is the task's, so it is worked out once:
-        the jobs of one call share their enqueue time.
-        """
+    def _job_builder(self, task: Task) -> JobBuilder:
+        """What every job of one enqueue call shares, worked out once; the caller validated
+        ``task``. The jobs of one call share their enqueue time."""
         if self.options_error is not None:
             raise self.options_error
         now = timezone.now()
         # With USE_TZ off, Django lets run_after be naive (local time) or aware.
         run_at = django_time(task.run_after) if task.run_after is not None else now
-        stage = Stage.DELAYED if run_at > now else Stage.ENQUEUED
         options = task if isinstance(task, LaterTask) else None
-        shared = dict(
+        return JobBuilder(
             task_path=task.module_path,
-            queue_name=task.queue_name,
-            priority=task.priority,
-            backend=self.alias,
-            enqueued_at=to_micros(now) or 0,
-            run_after=to_micros(task.run_after) if task.run_after else None,
-            max_attempts=(
-                options.max_attempts
-                if options is not None and options.max_attempts is not None
-                else self.later.max_attempts
+            stage=Stage.DELAYED if run_at > now else Stage.ENQUEUED,
+            run_at=run_at,
+            enqueued_at=now,
+            shared=dict(
+                task_path=task.module_path,
+                queue_name=task.queue_name,
+                priority=task.priority,
+                backend=self.alias,
+                enqueued_at=to_micros(now) or 0,
+                run_after=to_micros(task.run_after) if task.run_after else None,
+                max_attempts=(
+                    options.max_attempts
+                    if options is not None and options.max_attempts is not None
+                    else self.later.max_attempts
+                ),
+                timeout=options.timeout if options is not None else None,
+                parent_id=options.after if options is not None else None,
+                **route_fields(self.later, task),
             ),
-            timeout=options.timeout if options is not None else None,
-            parent_id=options.after if options is not None else None,
-            **route_fields(self.later, task),
         )
-        jobs = []
-        for args, kwargs in calls:
-            checked_args, checked_kwargs = check_arguments(task.module_path, args, kwargs)
-            record = JobRecord(id=new_job_id(), args=checked_args, kwargs=checked_kwargs, **shared)
-            jobs.append(NewJob(record=record, stage=stage, run_at=run_at, enqueued_at=now))
-        return jobs
 
-    def _result_for(self, task: Task, job: NewJob) -> TaskResult:
-        result: TaskResult = TaskResult(
+    def _result(self, task: Task, job: NewJob) -> TaskResult:
+        return TaskResult(
             task=task,
             id=job.record.id,
             status=STATUS[job.stage],
@@ -332,6 +370,9 @@ class LaterBackend(BaseTaskBackend):
             errors=[],
             worker_ids=[],
         )
+
+    def _result_for(self, task: Task, job: NewJob) -> TaskResult:
+        result = self._result(task, job)
         task_enqueued.send(type(self), task_result=result)
         return result
 
@@ -387,9 +428,27 @@ class LaterBackend(BaseTaskBackend):
     ) -> list[TaskResult]:
         """Store many calls of one task with a single statement (PostgreSQL) or batch."""
         self.validate_task(task)  # once: every call shares the task and its options
-        jobs = self._new_jobs(task, [check_call(number, call) for number, call in enumerate(calls)])
-        self._insert(jobs)
-        return [self._result_for(task, job) for job in jobs]
+        builder = self._job_builder(task)
+        # Every call is checked before anything is written, so a bad one leaves the
+        # caller's transaction as it was.
+        checked = builder.check(check_call(number, call) for number, call in enumerate(calls))
+        if len(checked) <= STREAMED_BATCH or not builder.plain:
+            jobs = builder.build(checked)
+            self._insert(jobs)
+            return [self._result_for(task, job) for job in jobs]
+        # Many plain jobs go in batches, each built while the database writes the last one.
+        results: list[TaskResult] = []
+
+        def batches() -> Iterator[list[NewJob]]:
+            for start in range(0, len(checked), STREAMED_BATCH):
+                jobs = builder.build(checked[start : start + STREAMED_BATCH])
+                yield jobs
+                results.extend(self._result(task, job) for job in jobs)
+
+        insert_batches(self.namespace, batches(), using=self.database)
+        for result in results:  # once every batch is stored
+            task_enqueued.send(type(self), task_result=result)
+        return results
 
     def get_result(self, result_id: str) -> TaskResult:
         result = load_result(self.later, result_id)

@@ -7,9 +7,10 @@ from types import MappingProxyType
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from later_django.engine.enqueue import STREAMED_BATCH
 from later_django.exceptions import InvalidArgument, InvalidCall, LaterError, SerializationError
 from later_django.models import DeliveryCommand, JobIndexRow, StorageValue
 from later_django.records import JobRecord
@@ -287,14 +288,14 @@ def test_enqueue_many_of_nothing_writes_nothing(django_assert_num_queries):
 
 
 @committing
-def test_enqueue_many_is_one_round_trip_for_any_number_of_jobs(django_assert_num_queries):
+def test_enqueue_many_is_one_round_trip_up_to_a_batch_of_jobs(django_assert_num_queries):
     # PostgreSQL: one statement (a CTE of three inserts over arrays), in autocommit.
     # SQLite: BEGIN IMMEDIATE, the write-lock statement, one executemany per table, COMMIT.
     expected = 1 if connection.vendor == "postgresql" else 6
-    for count in (1, 50):
+    for count in (1, STREAMED_BATCH):
         with django_assert_num_queries(expected):
             tasks.add.enqueue_many([((i, i), {}) for i in range(count)])
-    assert JobIndexRow.objects.count() == 51
+    assert JobIndexRow.objects.count() == 1 + STREAMED_BATCH
 
 
 @committing
@@ -302,6 +303,86 @@ def test_enqueue_many_inside_a_transaction_adds_only_the_inserts(django_assert_n
     expected = 1 if connection.vendor == "postgresql" else 3
     with transaction.atomic(), django_assert_num_queries(expected):
         tasks.add.enqueue_many([((i, i), {}) for i in range(30)])
+
+
+# More jobs than one batch: they go in batches of STREAMED_BATCH, in one transaction.
+MANY = 2 * STREAMED_BATCH + 7
+
+
+@committing
+def test_enqueue_many_of_more_than_a_batch_stores_every_call_in_order():
+    stored_when_sent = []
+
+    def receiver(sender, task_result, **kwargs):
+        stored_when_sent.append(JobIndexRow.objects.filter(job_id=task_result.id).exists())
+
+    task_enqueued.connect(receiver)
+    try:
+        results = tasks.add.enqueue_many([((i,), {"b": 1}) for i in range(MANY)])
+    finally:
+        task_enqueued.disconnect(receiver)
+
+    assert [r.args for r in results] == [[i] for i in range(MANY)]
+    ids = [r.id for r in results]
+    assert ids == sorted(set(ids))  # unique, and in call order: the claim's tie-break
+    assert stored_when_sent == [True] * MANY  # each signal once, after its job is stored
+    assert JobIndexRow.objects.filter(stage="enqueued").count() == MANY
+    assert DeliveryCommand.objects.count() == MANY
+    assert stage_counts(NAMESPACE) == {"enqueued": MANY}
+    assert stored_record(ids[-1]).args == [MANY - 1]
+    first = [r.id for r in results[: STREAMED_BATCH + 1]]
+    queued = DeliveryCommand.objects.order_by("-priority", "available_at", "id")
+    assert list(queued.values_list("job_id", flat=True)[: STREAMED_BATCH + 1]) == first
+
+
+@committing
+def test_enqueue_many_of_more_than_a_batch_with_a_bad_call_in_the_last_batch_stores_nothing():
+    calls = [((i, i), {}) for i in range(MANY)]
+    calls[MANY - 2] = ((1, {2}), {})
+    before = later_row_counts()
+    with transaction.atomic():
+        Order.objects.create(reference="kept")
+        with pytest.raises(SerializationError, match=r"^Argument #1 \(positional\) of task"):
+            tasks.add.enqueue_many(calls)
+        Order.objects.create(reference="kept too")  # the caller's transaction is still usable
+    assert later_row_counts() == before
+    assert Order.objects.count() == 2
+
+
+@committing
+def test_enqueue_many_of_more_than_a_batch_rolls_back_with_the_callers_transaction():
+    before = later_row_counts()
+
+    def enqueue_then_fail():
+        with transaction.atomic():
+            Order.objects.create(reference="A-1")
+            tasks.add.enqueue_many([((i, i), {}) for i in range(MANY)])
+            assert JobIndexRow.objects.count() == MANY
+            raise RuntimeError("abandon")
+
+    with pytest.raises(RuntimeError, match=r"^abandon$"):
+        enqueue_then_fail()
+    assert later_row_counts() == before
+    assert not Order.objects.exists()
+
+
+@committing
+def test_a_database_error_in_a_later_batch_stores_none_of_the_batches(monkeypatch):
+    [taken] = tasks.add.enqueue_many([((0, 0), {})])
+    before = later_row_counts()
+    ids = iter(range(MANY))
+
+    def colliding_ids() -> str:  # the last batch reuses the id of the job already stored
+        number = next(ids)
+        return taken.id if number == MANY - 1 else f"{number:026d}"
+
+    monkeypatch.setattr("later_django.backend.new_job_id", colliding_ids)
+    with pytest.raises(IntegrityError):
+        tasks.add.enqueue_many([((i, i), {}) for i in range(MANY)])
+    assert later_row_counts() == before
+    # The connection is fit for the next enqueue.
+    monkeypatch.undo()
+    assert JobIndexRow.objects.filter(job_id=tasks.add.enqueue(1, 1).id).exists()
 
 
 def test_enqueue_many_with_one_bad_call_stores_none_of_them():

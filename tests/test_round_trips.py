@@ -7,6 +7,7 @@ from contextlib import contextmanager
 import pytest
 from django.db import connection, transaction
 
+from later_django.engine.enqueue import STREAMED_BATCH
 from tests import tasks
 from tests.conftest import postgres_session
 from tests.continuations.inline import claim_ready, finish
@@ -77,6 +78,21 @@ def test_a_bulk_enqueue_outside_a_transaction_is_one_statement_in_autocommit():
     assert sent.count("Execute") == 1
     assert not [m for m in sent if m.startswith("Query")], sent
     assert all(job_is_visible_elsewhere(r.id) for r in results[::10])
+
+
+def test_a_bulk_enqueue_of_many_batches_sends_them_without_waiting_between_them():
+    count = 3 * STREAMED_BATCH
+    tasks.add.enqueue_many([((i, 1), {}) for i in range(STREAMED_BATCH + 1)])  # prepares
+    with traced() as sent:
+        results = tasks.add.enqueue_many([((i, 1), {}) for i in range(count)])
+    # One transaction of its own, in which the three statements follow one another
+    # with no Sync, the message after which the client waits for the server.
+    executes = [i for i, m in enumerate(sent) if m == "Execute"]
+    assert len(executes) == 1 + 3, sent  # BEGIN, then a statement per batch
+    assert "Sync" not in sent[executes[1] : executes[-1]], sent
+    assert sent[-1] == 'Query "COMMIT"', sent
+    assert len(results) == count
+    assert all(job_is_visible_elsewhere(r.id) for r in results[:: STREAMED_BATCH // 2])
 
 
 def finish_all() -> list[str]:

@@ -2,21 +2,27 @@
 
 Everything goes through the caller's connection, so inside
 ``transaction.atomic()`` the job commits or rolls back with the caller's data.
-On PostgreSQL any number of jobs is one statement (three inserts in one CTE,
+On PostgreSQL a batch of jobs is one statement (three inserts in one CTE,
 over arrays for many jobs); on SQLite, three ``executemany`` calls in one
-transaction (``sql.postgres`` and ``sql.sqlite``).
+transaction (``sql.postgres`` and ``sql.sqlite``). A bulk enqueue of more than
+``STREAMED_BATCH`` jobs goes in batches of that size, in one transaction
+(:func:`insert_batches`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..db import one_statement
+from ..db import one_statement, write_transaction
 from ..records import JobRecord
 from ..sql import dialect
 from ..states import Stage
+
+# Jobs per statement of a bulk enqueue that goes in batches. Smaller batches let the
+# database start sooner and wait less for the last one; each costs a statement.
+STREAMED_BATCH = 500
 
 
 @dataclass
@@ -33,3 +39,16 @@ def insert_jobs(namespace: str, jobs: Sequence[NewJob], *, using: str) -> None:
         return
     with one_statement(using) as cursor:
         dialect(cursor.db).insert_jobs(cursor, namespace, jobs)
+
+
+def insert_batches(namespace: str, batches: Iterable[Sequence[NewJob]], *, using: str) -> None:
+    """Write batches of new jobs, built as they are asked for, in one transaction.
+
+    On PostgreSQL each batch's statement is sent without waiting for the last
+    one's result (pipeline mode), so the server writes one batch while the
+    caller builds the next. A bulk enqueue then takes about as long as the
+    slower of the two, not their sum. An error is raised before this returns,
+    and the transaction (the caller's, or one of its own) is then unusable.
+    """
+    with write_transaction(using, savepoint=False, hot=True) as cursor:
+        dialect(cursor.db).insert_batches(cursor, namespace, batches)

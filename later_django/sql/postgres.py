@@ -8,7 +8,7 @@ autocommit: one round trip, its own transaction. Row locks (``FOR UPDATE``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -163,6 +163,25 @@ def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
             namespace,
         ],
     )
+
+
+def insert_batches(cursor: Any, namespace: str, batches: Iterable[Sequence[NewJob]]) -> None:
+    """One statement per batch, each sent while the server still writes the last one.
+
+    In pipeline mode the results wait until the end, where the first error
+    (already turned into Django's exception) is raised. A libpq too old for
+    pipelines (before 14) sends them one at a time.
+    """
+    import psycopg
+
+    connection = cursor.db
+    if not psycopg.Pipeline.is_supported():
+        for jobs in batches:
+            insert_jobs(cursor, namespace, jobs)
+        return
+    with connection.wrap_database_errors, connection.connection.pipeline():
+        for jobs in batches:
+            insert_jobs(cursor, namespace, jobs)
 
 
 def _alike(job: NewJob, first: NewJob) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -102,6 +102,12 @@ class Dialect(Protocol):
 
     def insert_jobs(self, cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
         """Write the record, index row and (if runnable now) queue command of each job."""
+
+    def insert_batches(
+        self, cursor: Any, namespace: str, batches: Iterable[Sequence[NewJob]]
+    ) -> None:
+        """``insert_jobs`` for each batch, in the cursor's transaction; on PostgreSQL
+        without waiting for one batch's result before taking the next."""
 
     def claim(
         self,

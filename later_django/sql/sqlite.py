@@ -8,7 +8,7 @@ row lock: nothing else writes until the transaction ends.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -71,6 +71,12 @@ def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
             "VALUES (%s, %s, %s, %s, %s, %s)",
             queued,
         )
+
+
+def insert_batches(cursor: Any, namespace: str, batches: Iterable[Sequence[NewJob]]) -> None:
+    """``insert_jobs`` for each batch in turn: SQLite runs in this process."""
+    for jobs in batches:
+        insert_jobs(cursor, namespace, jobs)
 
 
 def claim(
