@@ -1,9 +1,13 @@
+from datetime import timedelta
+
 import pytest
 
 from later_django.counts import fold, stage_counts
+from later_django.engine.enqueue import STREAMED_BATCH
 from later_django.models import StageCount, StageCountDelta
 from tests import tasks
 from tests.db_state import index_stage_counts
+from tests.topics import tasks as topic_tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,7 +24,7 @@ def test_stage_counts_equal_the_index_before_and_after_folding():
     assert index_stage_counts("tests") == expected
 
 
-def test_postgresql_triggers_append_deltas_instead_of_locking_the_totals(vendor):
+def test_postgresql_appends_deltas_instead_of_locking_the_totals(vendor):
     tasks.add.enqueue(1, 1)
     if vendor == "postgresql":
         assert list(StageCountDelta.objects.values_list("stage", "delta")) == [("enqueued", 1)]
@@ -30,3 +34,22 @@ def test_postgresql_triggers_append_deltas_instead_of_locking_the_totals(vendor)
     else:
         assert not StageCountDelta.objects.exists()
         assert StageCount.objects.get(namespace="tests", stage="enqueued").count == 1
+
+
+def test_every_kind_of_enqueue_is_counted_in_its_stage():
+    # PostgreSQL counts new jobs in the enqueue statements themselves (migration 0015),
+    # SQLite by row triggers: each of the statements' shapes must be counted.
+    parent = tasks.add.enqueue(1, 1)  # one job
+    tasks.add.using(run_after=timedelta(hours=1)).enqueue(1, 1)  # delayed
+    tasks.add.enqueue_many([((i, i), {}) for i in range(3)])  # alike jobs, one statement
+    tasks.add.enqueue_many([((i, i), {}) for i in range(STREAMED_BATCH + 2)])  # batches
+    tasks.add.using(after=parent).enqueue(2, 2)  # a continuation: waiting, mixed shape
+    tasks.add.using(after=parent).enqueue_many([((3, 3), {}), ((4, 4), {})])
+    topic_tasks.step.using(partition_key="k").enqueue("k", 1)  # ordered: mixed shape
+    topic_tasks.step.using(partition_key="k").enqueue_many([(("k", 2), {}), (("k", 3), {})])
+
+    expected = index_stage_counts("tests")
+    assert expected == {"enqueued": 1 + 3 + STREAMED_BATCH + 2 + 3, "delayed": 1, "waiting": 3}
+    assert {k: v for k, v in stage_counts("tests").items() if v} == expected
+    fold()
+    assert {k: v for k, v in stage_counts("tests").items() if v} == expected

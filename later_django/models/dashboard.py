@@ -125,9 +125,10 @@ class StageCount(models.Model):
 class StageCountDelta(models.Model):
     """A change to the stage counters not yet folded into ``later_stage_counts`` (PostgreSQL).
 
-    Triggers append these instead of updating the counter rows, so that a
-    transaction that enqueued a job and stays open holds no lock any other
-    transaction needs; workers fold them into the totals every second.
+    The enqueue statements and the index's triggers append these instead of
+    updating the counter rows, so that a transaction that enqueued a job and
+    stays open holds no lock any other transaction needs; workers fold them
+    into the totals every second.
     """
 
     namespace = models.CharField(max_length=NAMESPACE_LENGTH)

@@ -30,7 +30,10 @@ SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
 # -- enqueue ---------------------------------------------------------------------------
 
 # The arrays travel in binary (%b): the text format quotes and escapes every
-# element in Python, which cost more than building the jobs.
+# element in Python, which cost more than building the jobs. Each statement
+# appends its new jobs to the stage counters' deltas itself (``counted``): a
+# statement trigger over a transition table did it until migration 0015, and
+# its PL/pgSQL cost an enqueue more than the row it appends.
 PG_INSERT = f"""
 WITH job AS (
     SELECT * FROM unnest(
@@ -46,6 +49,9 @@ WITH job AS (
     SELECT %s, job_id, task_path, queue_name, priority, stage, 1, 0,
            enqueued_at, run_at, enqueued_at, topic, part, seq, parent_job_id
     FROM job
+), counted AS (
+    INSERT INTO later_stage_count_delta (namespace, stage, delta)
+    SELECT %s, stage, COUNT(*) FROM job GROUP BY stage
 ), queued AS (
     INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
                                           enqueued_at)
@@ -71,6 +77,9 @@ WITH job AS (
     SELECT %(ns)s, job_id, %(task_path)s, %(queue)s, %(priority)s, %(stage)s, 1, 0,
            %(enqueued_at)s, %(run_at)s, %(enqueued_at)s, NULL, NULL, NULL, NULL
     FROM job
+), counted AS (
+    INSERT INTO later_stage_count_delta (namespace, stage, delta)
+    SELECT %(ns)s, %(stage)s, COUNT(*) FROM job
 ), queued AS (
     INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
                                           enqueued_at)
@@ -91,6 +100,8 @@ WITH stored AS (
     VALUES (%(ns)s, %(id)s, %(task_path)s, %(queue)s, %(priority)s, %(stage)s, 1, 0,
             %(enqueued_at)s, %(run_at)s, %(enqueued_at)s, %(topic)s, %(part)s::int, %(seq)s::bigint,
             %(parent)s)
+), counted AS (
+    INSERT INTO later_stage_count_delta (namespace, stage, delta) VALUES (%(ns)s, %(stage)s, 1)
 ), queued AS (
     INSERT INTO later_delivery_queue (namespace, queue_name, job_id, priority, available_at,
                                           enqueued_at)
@@ -157,6 +168,7 @@ def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
             [j.record.partition for j in jobs],
             [j.record.sequence for j in jobs],
             [j.record.parent_id for j in jobs],
+            namespace,
             namespace,
             namespace,
             namespace,

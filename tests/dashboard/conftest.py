@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from later_django.models import JobIndexRow, StorageValue
 from later_django.records import JobRecord, job_key, to_micros
+from tests.db_state import count_new_rows
 
 NAMESPACE = "tests"
 _ids = itertools.count(1)
@@ -59,7 +60,7 @@ def job_id(n: int | None = None) -> str:
 
 @pytest.fixture
 def make_job() -> Callable[..., JobIndexRow]:
-    """Insert one job's index row; the stage-count triggers count it."""
+    """Insert one job's index row, counted in its stage."""
 
     def make(stage: str = "enqueued", *, at: datetime | None = None, **fields: Any) -> JobIndexRow:
         now = at or timezone.now()
@@ -73,7 +74,9 @@ def make_job() -> Callable[..., JobIndexRow]:
             "transitioned_at": now,
         }
         values.update(fields)
-        return JobIndexRow.objects.create(**values)
+        row = JobIndexRow.objects.create(**values)
+        count_new_rows(row)
+        return row
 
     return make
 

@@ -25,6 +25,7 @@ from later_django.models import (
     Worker,
 )
 from later_django.records import new_job_id
+from tests.db_state import count_new_rows
 
 
 def fill(namespace: str, now: datetime) -> None:
@@ -156,7 +157,7 @@ def _partition(namespace, now, topic, partition, stage, task, queue, queued) -> 
     ids = [new_job_id() for _ in range(queued)]
     for sequence, job_id in enumerate(ids, start=1):
         head = sequence == 1
-        JobIndexRow.objects.create(
+        row = JobIndexRow.objects.create(
             namespace=namespace,
             job_id=job_id,
             task_path=task,
@@ -169,6 +170,7 @@ def _partition(namespace, now, topic, partition, stage, task, queue, queued) -> 
             sequence=sequence,
             parent_job_id=new_job_id() if head and stage == "waiting" else None,
         )
+        count_new_rows(row)
         PartitionJob.objects.create(
             namespace=namespace,
             topic=topic,
@@ -261,16 +263,18 @@ def schedules(namespace: str, now: datetime) -> None:
         if sequential:  # due now, held back by the occurrence before
             next_run, last_run = last_run, times.get_prev(datetime)
         job_id = new_job_id()
-        JobIndexRow.objects.create(
-            namespace=namespace,
-            job_id=job_id,
-            task_path=task,
-            queue_name="default",
-            stage=stage,
-            attempts=1,
-            enqueued_at=last_run,
-            started_at=last_run,
-            transitioned_at=last_run + timedelta(seconds=40),
+        count_new_rows(
+            JobIndexRow.objects.create(
+                namespace=namespace,
+                job_id=job_id,
+                task_path=task,
+                queue_name="default",
+                stage=stage,
+                attempts=1,
+                enqueued_at=last_run,
+                started_at=last_run,
+                transitioned_at=last_run + timedelta(seconds=40),
+            )
         )
         Schedule.objects.create(
             namespace=namespace,
