@@ -303,6 +303,10 @@ class Worker:
             with self.lock:
                 self.claim_at = wanted
             can_claim = free >= wanted
+            # A burst worker ends only after a claim that began with every job ended and
+            # stored finds nothing: an outcome stored while the claim looked can have made
+            # a partition's next job runnable, which the checks before exiting do not see.
+            settled = self.config.burst and self._settled()
             try:
                 claimed: list[Claimed] = []
                 if can_claim:
@@ -310,7 +314,7 @@ class Worker:
                     self._database_back()
                 if claimed:
                     continue
-                if self.config.burst and self._settled():
+                if settled:
                     if self._more_to_do():
                         continue
                     return
