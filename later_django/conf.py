@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 
 @dataclass(frozen=True)
@@ -116,10 +118,26 @@ SETTINGS: dict[str, Setting] = {
 
 
 class LaterSettings:
-    """Typed, live view of the ``LATER_*`` settings."""
+    """Typed view of the ``LATER_*`` settings, each read once until a setting changes.
+
+    Reading a setting that is not set costs Django an AttributeError each time,
+    and the enqueue path reads one per call; Django's ``setting_changed`` (sent
+    by ``override_settings`` and the test client's settings fixture) empties the
+    cache.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
 
     def _get(self, name: str) -> Any:
-        return getattr(django_settings, name, SETTINGS[name].default)
+        try:
+            return self._values[name]
+        except KeyError:
+            value = self._values[name] = getattr(django_settings, name, SETTINGS[name].default)
+            return value
+
+    def forget(self) -> None:
+        self._values.clear()
 
     @property
     def poll_interval(self) -> float:
@@ -174,6 +192,12 @@ class LaterSettings:
 
 
 later_settings = LaterSettings()
+
+
+@receiver(setting_changed)
+def _setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting.startswith("LATER_"):
+        later_settings.forget()
 
 
 # Leases are renewed at least this many times per lease, so one late or failed
