@@ -118,16 +118,18 @@ class JobRecord:
         return [a.worker_id for a in self.attempts]
 
     def encode(self) -> bytes:
-        # A hand-built dict: dataclasses.asdict deep-copies every value and was the
-        # costliest step of storing an outcome.
-        data = {name: getattr(self, name) for name in _ALWAYS_ENCODED}
-        if self.decode_error is not None:  # only stand-ins carry these; others stay as small
-            data["decode_error"] = self.decode_error
-            data["original_bytes"] = self.original_bytes
+        # A shallow copy of the fields: dataclasses.asdict deep-copies every value and
+        # was the costliest step of storing an outcome, and a copy costs less than
+        # reading the fields one by one.
+        data = self.__dict__.copy()
+        if self.decode_error is None:  # only stand-ins carry these; others stay as small
+            del data["decode_error"], data["original_bytes"]
         if self.notes:  # most jobs never get one; leave them out of the stored record
             data["notes"] = [n.__dict__ for n in self.notes]
-        if self.cancel_requested_at is not None:
-            data["cancel_requested_at"] = self.cancel_requested_at
+        else:
+            del data["notes"]
+        if self.cancel_requested_at is None:
+            del data["cancel_requested_at"]
         data["attempts"] = [a.__dict__ for a in self.attempts]
         data["errors"] = [e.__dict__ for e in self.errors]
         data["v"] = RECORD_VERSION
@@ -155,11 +157,6 @@ class JobRecord:
 
 _RECORD_FIELDS = tuple(JobRecord.__dataclass_fields__)
 _RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
-_ALWAYS_ENCODED = tuple(
-    f
-    for f in _RECORD_FIELDS
-    if f not in ("decode_error", "original_bytes", "notes", "cancel_requested_at")
-)
 
 
 def pack(value: Any, *, what: str) -> bytes:
