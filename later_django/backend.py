@@ -92,7 +92,7 @@ class LaterTask(Task):
     def enqueue_many(
         self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]
     ) -> list[TaskResult]:
-        """Enqueue many calls of this task in one round trip; each call is ``(args, kwargs)``."""
+        """Enqueue many calls of this task in one transaction; each call is ``(args, kwargs)``."""
         backend = self.get_backend()
         assert isinstance(backend, LaterBackend)
         return backend.enqueue_many(self, calls)
@@ -426,7 +426,9 @@ class LaterBackend(BaseTaskBackend):
     def enqueue_many(
         self, task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]
     ) -> list[TaskResult]:
-        """Store many calls of one task with a single statement (PostgreSQL) or batch."""
+        """Store many calls of one task in one transaction: on PostgreSQL a statement for up
+        to ``STREAMED_BATCH`` jobs, and batches of that size sent without waiting between
+        them for more; on SQLite one ``executemany`` a table."""
         self.validate_task(task)  # once: every call shares the task and its options
         builder = self._job_builder(task)
         # Every call is checked before anything is written, so a bad one leaves the
