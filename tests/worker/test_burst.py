@@ -2,6 +2,9 @@ import pytest
 
 from later_django.tasks_api import TaskResultStatus, default_task_backend
 from tests import tasks
+from tests.db_state import stage_of
+from tests.topics import tasks as topic_tasks
+from tests.worker.in_process import burst_worker, run_burst_in_process
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
 
@@ -23,3 +26,23 @@ def test_get_result_reads_a_job_finished_by_another_process(run_burst):
     assert fetched.status == TaskResultStatus.FAILED
     assert [e.exception_class_path for e in fetched.errors] == ["builtins.RuntimeError"] * 3
     assert "RuntimeError: boom" in fetched.errors[-1].traceback
+
+
+def test_a_burst_worker_runs_an_ordered_job_made_runnable_while_its_last_claim_looked():
+    # The second job of a key becomes runnable when the first's outcome is stored. Here
+    # that store lands while a claim that found nothing was looking, as it can when the
+    # outcome writer's thread and the main loop race: the worker must look again.
+    topic_tasks.step.using(partition_key="k").enqueue("k", 1)
+    second = topic_tasks.step.using(partition_key="k").enqueue("k", 2)
+    worker = burst_worker()
+    claim = worker.topics.claim
+
+    def claim_then_store(free, claim_queue):
+        found = claim(free, claim_queue)
+        if not found:
+            worker.outcomes.store_now()
+        return found
+
+    worker.topics.claim = claim_then_store
+    run_burst_in_process(worker)
+    assert stage_of(second.id) == "success"
