@@ -51,14 +51,19 @@ def sleep_then_record(kind, value, seconds):
 def runs_until_released(kind, value, gate):
     """Record a start, then wait (up to a minute) until the test records ``gate``, then end."""
     _record(f"{kind}:start", value)
-    deadline = time.monotonic() + 60
+    _wait_for_record(gate)
+    _record(kind, value)
+
+
+def _wait_for_record(kind: str, seconds: float = 60) -> None:
+    """Wait until a row of ``kind`` is in tests_execution (``seconds`` at most)."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM tests_execution WHERE kind = %s", [gate])
+            cursor.execute("SELECT 1 FROM tests_execution WHERE kind = %s", [kind])
             if cursor.fetchone():
-                break
+                return
         time.sleep(0.05)
-    _record(kind, value)
 
 
 @task(max_attempts=3, backoff="immediate")
@@ -239,12 +244,15 @@ def _until_cancelled(context, seconds: float = 60) -> bool:
 
 
 @task(takes_context=True)
-def stops_when_cancelled(context, kind):
+def stops_when_cancelled(context, kind, gate=None):
     """Record a start, look at ``context.cancel_requested`` until it turns true (a minute at
-    most), record that it saw it, and return."""
+    most), record that it saw it, and return; with ``gate``, return only once the test has
+    recorded ``gate`` too, so that it can look at the job while it is stopping."""
     _record(f"{kind}:start", context.task_result.id)
     if _until_cancelled(context):
         _record(f"{kind}:saw-cancel", context.task_result.id)
+        if gate is not None:
+            _wait_for_record(gate)
         return "stopped early"
     return "ran to the end"
 

@@ -128,7 +128,9 @@ def test_an_operator_cancels_a_running_job_and_its_task_stops(page, live_server,
     from tests.models import Execution
 
     user("operator", staff=True, codenames=("view_jobindexrow", "change_jobindexrow"))
-    running = worker_tasks.stops_when_cancelled.enqueue("browser-cancel")
+    # The task ends once it has seen the cancel and the test has looked at the stopping
+    # job: a task that ended at once could end before the page showed it stopping.
+    running = worker_tasks.stops_when_cancelled.enqueue("browser-cancel", gate="looked")
     start_worker()
     wait_for(lambda: Execution.objects.filter(kind="browser-cancel:start").exists())
 
@@ -143,6 +145,7 @@ def test_an_operator_cancels_a_running_job_and_its_task_stops(page, live_server,
     assert f"Job {running.id}: cancel requested." in page.inner_text(".messagelist")
     assert "cancel requested" in page.inner_text("#later-stopping")
     assert page.locator(".later-action-cancel").count() == 0
+    Execution.objects.create(kind="looked", value="", pid=0, at=0)
 
     wait_for(lambda: JobIndexRow.objects.get(job_id=running.id).stage == "cancelled")
     assert Execution.objects.filter(kind="browser-cancel:saw-cancel").count() == 1
