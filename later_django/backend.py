@@ -132,11 +132,14 @@ def check_call(number: int, call: Any) -> tuple[Sequence[Any], Mapping[str, Any]
 class JobBuilder:
     """Builds the jobs of one enqueue call from their arguments; the rest they share."""
 
-    task_path: str
     stage: Stage  # as created: enqueued, or delayed until run_at
     run_at: datetime
     enqueued_at: datetime
     shared: dict[str, Any]  # the JobRecord fields but the id and the arguments
+
+    @property
+    def task_path(self) -> str:
+        return self.shared["task_path"]
 
     @property
     def plain(self) -> bool:
@@ -333,7 +336,6 @@ class LaterBackend(BaseTaskBackend):
         run_at = django_time(task.run_after) if task.run_after is not None else now
         options = task if isinstance(task, LaterTask) else None
         return JobBuilder(
-            task_path=task.module_path,
             stage=Stage.DELAYED if run_at > now else Stage.ENQUEUED,
             run_at=run_at,
             enqueued_at=now,

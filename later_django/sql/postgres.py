@@ -9,6 +9,7 @@ autocommit: one round trip, its own transaction. Row locks (``FOR UPDATE``,
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -187,11 +188,10 @@ def insert_batches(cursor: Any, namespace: str, batches: Iterable[Sequence[NewJo
     import psycopg
 
     connection = cursor.db
-    if not psycopg.Pipeline.is_supported():
-        for jobs in batches:
-            insert_jobs(cursor, namespace, jobs)
-        return
-    with connection.wrap_database_errors, connection.connection.pipeline():
+    pipeline = (
+        connection.connection.pipeline() if psycopg.Pipeline.is_supported() else nullcontext()
+    )
+    with connection.wrap_database_errors, pipeline:
         for jobs in batches:
             insert_jobs(cursor, namespace, jobs)
 

@@ -106,8 +106,8 @@ class Dialect(Protocol):
     def insert_batches(
         self, cursor: Any, namespace: str, batches: Iterable[Sequence[NewJob]]
     ) -> None:
-        """``insert_jobs`` for each batch, in the cursor's transaction; on PostgreSQL
-        without waiting for one batch's result before taking the next."""
+        """Write every batch's jobs, in the cursor's transaction: on PostgreSQL a statement
+        a batch, sent without waiting for the last one's result; on SQLite all at once."""
 
     def claim(
         self,
