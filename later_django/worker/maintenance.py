@@ -146,8 +146,9 @@ def reconcile_stage_counts(namespace: str, *, using: str) -> dict[str, int]:
 
 # The tables whose plans matter on the hot path: a claim picks from the delivery
 # queue by index only while the planner knows the queue is more than a handful
-# of rows.
-HOT_TABLES = ("later_delivery_queue", "later_jobs_index", "later_job_execution")
+# of rows, and an outcome finds its index rows and records by their keys only
+# while it knows those tables' keys are not a handful of values.
+HOT_TABLES = ("later_delivery_queue", "later_jobs_index", "later_job_execution", "later_storage")
 ANALYZE_SLACK = 1000
 
 

@@ -260,7 +260,7 @@ def test_a_queue_filled_since_its_last_analyze_gets_fresh_planner_statistics(ven
     if vendor != "postgresql":
         pytest.skip("PostgreSQL only")
     with connections["default"].cursor() as cursor:
-        cursor.execute("ANALYZE later_delivery_queue")  # analysed while empty
+        cursor.execute("ANALYZE later_delivery_queue, later_storage")  # analysed while empty
     assert "later_delivery_queue" not in refresh_statistics(using="default")
     tasks.add.enqueue_many([((i, i), {}) for i in range(1500)])
 
@@ -275,11 +275,44 @@ def test_a_queue_filled_since_its_last_analyze_gets_fresh_planner_statistics(ven
             return cursor.fetchone()[0] >= 1500
 
     wait_for(queue_reported, timeout=10)
-    assert "later_delivery_queue" in refresh_statistics(using="default")
+    refreshed = refresh_statistics(using="default")
+    assert "later_delivery_queue" in refreshed
+    assert "later_storage" in refreshed  # the jobs' records, read by every claim
     with connections["default"].cursor() as cursor:
         cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'later_delivery_queue'")
         assert cursor.fetchone()[0] == 1500
     assert "later_delivery_queue" not in refresh_statistics(using="default")
+
+
+def storage_rows_fetched() -> int:
+    """Rows of ``later_storage`` this database's index scans have fetched so far."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    with connections["default"].cursor() as cursor:  # a new transaction sees the flush
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT COALESCE(idx_tup_fetch, 0) FROM pg_stat_user_tables "
+            "WHERE relname = 'later_storage'"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_claim_reads_only_its_own_records_while_storage_statistics_are_stale(vendor):
+    """Analysed while empty, ``later_storage`` looks like a handful of rows to the
+    planner, which then joined a claim to every record of the namespace."""
+    if vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    with connections["default"].cursor() as cursor:
+        cursor.execute("ANALYZE later_storage")
+    tasks.add.enqueue_many([((i, i), {}) for i in range(1500)])
+    with connections["default"].cursor() as cursor:  # as the worker's refresh leaves them
+        cursor.execute("ANALYZE later_delivery_queue, later_jobs_index, later_job_execution")
+    for _ in range(3):
+        before = storage_rows_fetched()
+        claimed = claim(NS, "w1", queues=None, free=8, lease_seconds=30.0, using="default")
+        assert len(claimed) == 8
+        assert all(item.record is not None for item in claimed)
+        assert storage_rows_fetched() - before <= 8
 
 
 def test_refreshing_statistics_is_a_no_op_on_sqlite(vendor):
