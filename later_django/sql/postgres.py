@@ -593,11 +593,13 @@ def lock_for_recount(cursor: Any, timeout_ms: int) -> None:
 
 
 def analyze_stale(cursor: Any, tables: Sequence[str], slack: int) -> list[str]:
-    """``SKIP_LOCKED`` passes over a table autovacuum is working on."""
+    """Growth, not churn: a queue that keeps its size while rows pass through it keeps
+    its plans, and autovacuum refreshes it in time. ``SKIP_LOCKED`` passes over a table
+    autovacuum is working on."""
     cursor.execute(
         "SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
         "WHERE s.relname = ANY(%s) AND s.schemaname = current_schema() "
-        "AND (c.reltuples < 0 OR s.n_mod_since_analyze > c.reltuples + %s) "
+        "AND (c.reltuples < 0 OR s.n_live_tup > 2 * c.reltuples + %s) "
         "ORDER BY s.relname",
         [list(tables), slack],
     )

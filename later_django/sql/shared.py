@@ -207,5 +207,6 @@ class Dialect(Protocol):
         excludes them."""
 
     def analyze_stale(self, cursor: Any, tables: Sequence[str], slack: int) -> list[str]:
-        """Refresh the planner statistics of those ``tables`` that changed by more rows
-        than they had at their last analysis (plus ``slack``); return them."""
+        """Refresh the planner statistics of those ``tables`` never analysed, or holding
+        more than twice the rows they had at their last analysis (plus ``slack``);
+        return them."""
