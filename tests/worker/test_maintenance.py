@@ -273,18 +273,20 @@ def test_a_queue_filled_since_its_last_analyze_gets_fresh_planner_statistics(ven
     assert "later_delivery_queue" not in refresh_statistics(using="default")
 
 
-def queue_statistics() -> tuple[int, int]:
-    """The delivery queue's live rows and rows changed since its last ANALYZE, as the
-    server's statistics report them (this connection's counts sent first)."""
+def table_statistics(table: str, columns: str) -> tuple:
+    """``columns`` of ``pg_stat_user_tables`` for ``table``, as the server reports them
+    once this connection's own counts are sent."""
     with connections["default"].cursor() as cursor:
         cursor.execute("SELECT pg_stat_force_next_flush()")
     with connections["default"].cursor() as cursor:  # a new transaction sees the flush
         cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute(
-            "SELECT n_live_tup, n_mod_since_analyze FROM pg_stat_user_tables "
-            "WHERE relname = 'later_delivery_queue'"
-        )
+        cursor.execute(f"SELECT {columns} FROM pg_stat_user_tables WHERE relname = %s", [table])
         return cursor.fetchone()
+
+
+def queue_statistics() -> tuple[int, int]:
+    """The delivery queue's live rows, and rows changed since its last ANALYZE."""
+    return table_statistics("later_delivery_queue", "n_live_tup, n_mod_since_analyze")
 
 
 def test_a_queue_that_keeps_its_size_keeps_its_planner_statistics(vendor):
@@ -306,15 +308,7 @@ def test_a_queue_that_keeps_its_size_keeps_its_planner_statistics(vendor):
 
 def storage_rows_fetched() -> int:
     """Rows of ``later_storage`` this database's index scans have fetched so far."""
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-    with connections["default"].cursor() as cursor:  # a new transaction sees the flush
-        cursor.execute("SELECT pg_stat_clear_snapshot()")
-        cursor.execute(
-            "SELECT COALESCE(idx_tup_fetch, 0) FROM pg_stat_user_tables "
-            "WHERE relname = 'later_storage'"
-        )
-        return cursor.fetchone()[0]
+    return table_statistics("later_storage", "COALESCE(idx_tup_fetch, 0)")[0]
 
 
 def test_a_claim_reads_only_its_own_records_while_storage_statistics_are_stale(vendor):
