@@ -136,6 +136,14 @@ class Services:
             return
         w = self.worker
         retrying(lambda: schedules.sync_declared(w.backend), what="schedule sync", using=w.using)
+        # Before the first claim: a queue filled just before the worker started (a
+        # backlog at a deploy) would be claimed from without planner statistics until
+        # the maintenance thread's first turn came to them.
+        self.due("statistics", STATISTICS_INTERVAL)
+        try:
+            self.refresh_statistics()
+        except DatabaseError as e:  # the maintenance thread tries again
+            logger.warning("planner statistics not refreshed at start error=%s", e)
         limit = w.backend.later.lease_seconds
         self.threads = [
             Periodic(
@@ -238,9 +246,7 @@ class Services:
             retrying(lambda: counts.fold(using=using), what="fold stage counts", using=using)
         self.worker.topics.duties(self)  # truncation behind heads, healing headless partitions
         if self.due("statistics", STATISTICS_INTERVAL):
-            retrying(
-                lambda: maintenance.refresh_statistics(using=using), what="statistics", using=using
-            )
+            self.refresh_statistics()
         if self.due("sample", 60.0):
             retrying(
                 lambda: maintenance.record_queue_sample(ns, using=using),
@@ -258,6 +264,12 @@ class Services:
             from ..storage import Storage
 
             Storage(ns, using=using).vacuum()
+
+    def refresh_statistics(self) -> None:
+        using = self.worker.using
+        retrying(
+            lambda: maintenance.refresh_statistics(using=using), what="statistics", using=using
+        )
 
     def reconcile(self) -> None:
         """Recount the stage counters, or postpone it while the index is busy.

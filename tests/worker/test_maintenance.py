@@ -289,6 +289,28 @@ def queue_statistics() -> tuple[int, int]:
     return table_statistics("later_delivery_queue", "n_live_tup, n_mod_since_analyze")
 
 
+def test_a_worker_refreshes_stale_planner_statistics_before_it_claims(vendor):
+    """A backlog enqueued just before a worker starts is planned as the backlog it is
+    from the first claim, not from the maintenance thread's first turn."""
+    if vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    with connections["default"].cursor() as cursor:
+        cursor.execute("ANALYZE later_delivery_queue, later_storage")  # analysed while empty
+    tasks.add.enqueue_many([((i, i), {}) for i in range(1500)])
+    wait_for(lambda: queue_statistics()[0] == 1500, timeout=10)
+    services = Services(LaterWorker(WorkerConfig(install_signal_handlers=False)))
+    services.start()  # what Worker.run does before its first claim
+    try:
+        with connections["default"].cursor() as cursor:
+            cursor.execute(
+                "SELECT relname, reltuples FROM pg_class "
+                "WHERE relname IN ('later_delivery_queue', 'later_storage') ORDER BY relname"
+            )
+            assert cursor.fetchall() == [("later_delivery_queue", 1500), ("later_storage", 1500)]
+    finally:
+        services.stop()
+
+
 def test_a_queue_that_keeps_its_size_keeps_its_planner_statistics(vendor):
     """Rows passing through a queue of steady size change no plan: no ANALYZE for them."""
     if vendor != "postgresql":
