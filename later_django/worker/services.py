@@ -139,11 +139,12 @@ class Services:
         # Before the first claim: a queue filled just before the worker started (a
         # backlog at a deploy) would be claimed from without planner statistics until
         # the maintenance thread's first turn came to them.
-        self.due("statistics", STATISTICS_INTERVAL)
         try:
             self.refresh_statistics()
         except DatabaseError as e:  # the maintenance thread tries again
             logger.warning("planner statistics not refreshed at start error=%s", e)
+        else:
+            self.last["statistics"] = time.monotonic()  # not again at the first turn
         limit = w.backend.later.lease_seconds
         self.threads = [
             Periodic(
