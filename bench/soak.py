@@ -56,7 +56,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +93,7 @@ class SoakReport:
     atomic: bool = False
     runs_started_again: int = 0
     logs: str = ""
+    stuck: list[str] = field(default_factory=list)  # the unfinished jobs, at a stall
 
     @property
     def ok(self) -> bool:
@@ -137,6 +138,8 @@ class SoakReport:
             rows["PostgreSQL restart (pg_ctlcluster)"] = f"{self.restart_seconds:.1f} s"
         if self.stalled:
             rows["STALLED: no job finished for"] = f"{stall_seconds(self.lease):.0f} s"
+            for number, line in enumerate(self.stuck, 1):
+                rows[f"  unfinished job {number}"] = line
         rows["worker logs"] = self.logs
         return rows
 
@@ -169,6 +172,10 @@ def soak(url: str, options: argparse.Namespace) -> SoakReport:
                 progress_at, best = now, unfinished
             elif now - progress_at > stall_seconds(options.lease):
                 report.stalled = True
+                report.stuck = [
+                    line + "".join(f"\n      {said}" for said in said_of(workers.logs, line[:26]))
+                    for line in db.stuck()
+                ]
                 break
             if restart_pending and unfinished <= report.jobs // 2:
                 restart_pending = False
@@ -198,6 +205,17 @@ def soak(url: str, options: argparse.Namespace) -> SoakReport:
     report.runs_started_again = db.runs_started_again()
     report.order_violations = order_violations(db.ordered_runs())
     return report
+
+
+def said_of(logs: Path, job_id: str, most: int = 4) -> list[str]:
+    """The last lines the workers logged about a job (outcomes other than success)."""
+    lines = [
+        f"{path.name}: {line.strip()[:200]}"
+        for path in sorted(logs.glob("*.log"))
+        for line in path.read_text(errors="replace").splitlines()
+        if job_id in line
+    ]
+    return lines[-most:]
 
 
 def child_main(mode: str, args: list[str]) -> None:

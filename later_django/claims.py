@@ -7,15 +7,19 @@ stopped without an outcome gets its lost attempt written back at once.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db import DatabaseError
 from django.utils import timezone
 
 from .db import from_db, write_transaction
 from .exceptions import PayloadDecodeError
 from .records import Attempt, JobRecord, job_key, to_micros
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -89,7 +93,13 @@ def decode_row(row: tuple, owner: str, now: datetime, *, lazy: bool = False) -> 
 
 def store_lost_attempts(namespace: str, lost: list[Claimed], using: str) -> None:
     """Write records that gained a "lost" attempt, so the loss is kept even if this worker
-    dies too (the running attempt is left out: it is stored with the outcome)."""
+    dies too (the running attempt is left out: it is stored with the outcome).
+
+    The claim has committed by now, so a database error here must not reach the
+    claim's caller, which would retry the claim and leave these jobs leased to
+    a worker that never received them. It is logged instead: the lost attempt
+    is in each record in memory, and is stored with the job's outcome.
+    """
     rows = []
     for item in lost:
         assert item.record is not None
@@ -97,7 +107,15 @@ def store_lost_attempts(namespace: str, lost: list[Claimed], using: str) -> None
         current = record.attempts.pop()
         rows.append((record.encode(), namespace, job_key(item.job_id)))
         record.attempts.append(current)
-    with write_transaction(using) as cursor:
-        cursor.executemany(
-            "UPDATE later_storage SET value = %s WHERE namespace = %s AND key = %s", rows
+    try:
+        with write_transaction(using) as cursor:
+            cursor.executemany(
+                "UPDATE later_storage SET value = %s WHERE namespace = %s AND key = %s", rows
+            )
+    except DatabaseError as e:
+        logger.warning(
+            "could not store the lost attempts of %s claimed job(s) now; they are stored with "
+            "the outcomes error=%s",
+            len(rows),
+            e,
         )

@@ -61,6 +61,28 @@ class SoakDatabase:
         )
         return count
 
+    def stuck(self, most: int = 10) -> list[str]:
+        """What the database holds for (at most ``most``) unfinished jobs: for a stall."""
+        marks = ", ".join(["%s"] * len(UNFINISHED))
+        found = self.rows(
+            "SELECT i.job_id, i.stage, i.attempts, i.worker_id, e.owner, e.epoch, "
+            'e.lease_expires_at, q.lease_owner, q.available_at, h.topic, h."partition" '
+            "FROM later_jobs_index i "
+            "LEFT JOIN later_job_execution e ON e.namespace = i.namespace AND e.job_id = i.job_id "
+            "LEFT JOIN later_delivery_queue q ON q.namespace = i.namespace AND q.job_id = i.job_id "
+            "LEFT JOIN later_partition_head h ON h.namespace = i.namespace AND h.job_id = i.job_id "
+            f"WHERE i.namespace = %s AND i.stage IN ({marks}) ORDER BY i.job_id LIMIT %s",
+            [NAMESPACE, *UNFINISHED, most],
+        )
+        names = (
+            "stage", "attempts", "index worker", "execution owner", "epoch", "lease expires",
+            "queue lease owner", "available at", "topic", "partition",
+        )  # fmt: skip
+        return [
+            f"{row[0]}: " + ", ".join(f"{n}={v}" for n, v in zip(names, row[1:], strict=True))
+            for row in found
+        ]
+
     def finished(self) -> int:
         [(count,)] = self.rows("SELECT COUNT(*) FROM bench_soak_run")
         return count

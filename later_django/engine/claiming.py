@@ -18,14 +18,14 @@ from typing import Any
 from django.utils import timezone
 
 from ..claims import Claimed, decode_row, store_lost_attempts
-from ..db import connection_for, hot_cursor, placeholders, to_db, write_transaction
+from ..db import connection_for, from_db, hot_cursor, placeholders, to_db, write_transaction
 from ..sql import dialect
 from ..sql.shared import BATCH, SHARE_AT
 
 # The logger keeps the name it had before the module moved, which operators filter on.
 logger = logging.getLogger("later_django.worker.claiming")
 
-__all__ = ["BATCH", "LOST_ATTEMPTS_LIMIT", "SHARE_AT", "Claimed", "claim", "runnable"]
+__all__ = ["BATCH", "LOST_ATTEMPTS_LIMIT", "SHARE_AT", "Claimed", "claim", "runnable", "unheld"]
 
 LOST_ATTEMPTS_LIMIT = 5
 
@@ -73,6 +73,39 @@ def claim(
     if lost:
         store_lost_attempts(namespace, lost, using)
     return claimed
+
+
+def unheld(namespace: str, owner: str, held: set[str], *, using: str) -> list[Claimed]:
+    """Commands leased to ``owner`` in the database whose jobs ``owner`` does not hold.
+
+    A claim can commit and still reach its worker as an error: the connection
+    broke after the server committed, before the answer arrived. The worker
+    then holds leases it does not know of, and renews them with the rest at
+    each heartbeat; since no worker claims a command leased to itself, nobody
+    would ever run those jobs. The worker reads them back with this and runs
+    them as claimed (``held``: every job it has in memory, claimed, running or
+    with an outcome not yet stored). Each comes with the attempt and epoch its
+    lost claim gave it.
+    """
+    connection = connection_for(using)
+    params: list[Any] = [namespace, owner]
+    leave_out = ""
+    if held:
+        leave_out = f" AND e.job_id NOT IN ({placeholders(len(held))})"
+        params.extend(sorted(held))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT e.job_id, q.enqueued_at, e.started_at, e.epoch, NULL, "
+            "(SELECT s.value FROM later_storage AS s WHERE s.namespace = e.namespace "
+            "AND s.key = 'job:' || e.job_id) "
+            "FROM later_job_execution AS e JOIN later_delivery_queue AS q "
+            "ON q.namespace = e.namespace AND q.job_id = e.job_id AND q.lease_owner = e.owner "
+            f"WHERE e.namespace = %s AND e.owner = %s{leave_out} ORDER BY e.started_at, e.job_id",
+            params,
+        )
+        rows = cursor.fetchall()
+    now = timezone.now()
+    return [decode_row(row, owner, from_db(row[2]) or now, lazy=True) for row in rows]
 
 
 def runnable(namespace: str, *, queues: list[str] | None, using: str) -> bool:

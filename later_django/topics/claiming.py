@@ -23,10 +23,11 @@ from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any
 
+from django.db import DatabaseError
 from django.utils import timezone
 
 from ..claims import Claimed, decode_row, store_lost_attempts
-from ..db import connection_for, hot_cursor, to_db, write_transaction
+from ..db import connection_for, from_db, hot_cursor, placeholders, to_db, write_transaction
 from ..sql import dialect
 from ..states import FINISHED, Stage
 from .assignment import Preference
@@ -64,9 +65,29 @@ def claim_heads(
     for _ in range(ROUNDS):
         if free - len(claimed) < 1:
             break
-        got, skipped = _round(
-            namespace, owner, free - len(claimed), lease_seconds, preference, queues, running, using
-        )
+        try:
+            got, skipped = _round(
+                namespace,
+                owner,
+                free - len(claimed),
+                lease_seconds,
+                preference,
+                queues,
+                running,
+                using,
+            )
+        except DatabaseError as e:
+            if not claimed:
+                raise
+            # The rounds before it committed: their heads are this worker's now, and
+            # an error raised past them would leave them leased to nobody who knows.
+            logger.warning(
+                "a round of the partition claim failed; keeping the %s head(s) claimed "
+                "before it error=%s",
+                len(claimed),
+                e,
+            )
+            break
         claimed += got
         if not skipped:
             break
@@ -74,6 +95,51 @@ def claim_heads(
     if lost:
         store_lost_attempts(namespace, list(lost), using)
     return claimed
+
+
+def unheld_heads(
+    namespace: str, owner: str, held: set[str], *, using: str
+) -> list[PartitionClaimed]:
+    """Partition heads leased to ``owner`` in the database whose jobs it does not hold.
+
+    The partition side of ``engine.claiming.unheld``: a claim that committed
+    although its worker saw it fail. The head's execution lease and its
+    partition's lease are both the worker's, with one epoch.
+    """
+    connection = connection_for(using)
+    params: list[Any] = [namespace, owner]
+    leave_out = ""
+    if held:
+        leave_out = f" AND e.job_id NOT IN ({placeholders(len(held))})"
+        params.extend(sorted(held))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT e.job_id, j.enqueued_at, e.started_at, e.epoch, NULL, "
+            "(SELECT s.value FROM later_storage AS s WHERE s.namespace = e.namespace "
+            "AND s.key = 'job:' || e.job_id), "
+            'h.topic, h."partition", h.sequence '
+            "FROM later_job_execution AS e "
+            "JOIN later_partition_head AS h ON h.namespace = e.namespace AND h.job_id = e.job_id "
+            "JOIN later_partition_lease AS l ON l.namespace = h.namespace AND l.topic = h.topic "
+            'AND l."partition" = h."partition" AND l.owner = e.owner AND l.epoch = e.epoch '
+            "LEFT JOIN later_jobs_index AS j ON j.namespace = e.namespace AND j.job_id = e.job_id "
+            f"WHERE e.namespace = %s AND e.owner = %s{leave_out} ORDER BY e.started_at, e.job_id",
+            params,
+        )
+        rows = cursor.fetchall()
+    now = timezone.now()
+    items = []
+    for row in rows:
+        item = decode_row(row[:6], owner, from_db(row[2]) or now, lazy=True)
+        items.append(
+            PartitionClaimed(
+                **{f.name: getattr(item, f.name) for f in fields(Claimed)},
+                topic=row[6],
+                partition=row[7],
+                sequence=row[8],
+            )
+        )
+    return items
 
 
 def _any_due(namespace: str, using: str) -> bool:

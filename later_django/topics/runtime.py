@@ -14,11 +14,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from django.db import DatabaseError
+
 from ..conf import later_settings
 from ..db import retrying
 from . import history, upkeep
 from .assignment import Assignment
-from .claiming import PartitionClaimed, claim_heads
+from .claiming import PartitionClaimed, claim_heads, unheld_heads
 from .registry import register_topics
 
 if TYPE_CHECKING:
@@ -75,8 +77,31 @@ class TopicParticipation:
         claimed: list[Claimed] = []
         for step in steps:
             if free - len(claimed) > 0:
-                claimed += step(free - len(claimed))
+                try:
+                    claimed += step(free - len(claimed))
+                except DatabaseError as e:
+                    if not claimed:
+                        raise
+                    # The first step's jobs are leased to this worker: raising past them
+                    # would leave them to nobody (see engine.claiming.unheld).
+                    logger.warning(
+                        "a claim failed after %s job(s) were claimed; running those error=%s",
+                        len(claimed),
+                        e,
+                    )
         return claimed
+
+    def unheld(self, held: set[str]) -> list[Claimed]:
+        """Partition heads leased to this worker that it does not hold (a claim that
+        committed although the worker saw it fail)."""
+        worker = self.worker
+        return list(
+            retrying(
+                lambda: unheld_heads(worker.namespace, worker.id, held, using=worker.using),
+                what="unheld partition heads",
+                using=worker.using,
+            )
+        )
 
     def _heads(self, room: int) -> list[Claimed]:
         worker = self.worker

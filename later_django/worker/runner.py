@@ -21,9 +21,9 @@ from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from ..aliases import options_of
-from ..conf import later_settings
+from ..conf import later_settings, renewal_interval
 from ..db import limit_idle_transactions, retrying
-from ..engine.claiming import BATCH, Claimed, claim
+from ..engine.claiming import BATCH, Claimed, claim, unheld
 from ..engine.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome
 from ..exceptions import LaterError
 from ..states import Stage
@@ -154,6 +154,7 @@ class Worker:
         self.outage_since: float | None = None  # when claims began to fail (main thread)
         self.outage_pause = 0.0
         self.resume_at = 0.0  # no claim before this monotonic time, during an outage
+        self.unheld_at = 0.0  # when to look for jobs leased to it that it does not hold
         self.claim_at = 0  # room the main loop waits for before it claims (under lock)
         self.waiting_until = math.inf  # when the main loop's current wait ends (under lock)
         self.metrics = MetricsBatch()
@@ -312,6 +313,8 @@ class Worker:
                 if can_claim:
                     claimed = self._claim(free)
                     self._database_back()
+                if time.monotonic() >= self.unheld_at:
+                    claimed += self._take_unheld()
                 if claimed:
                     continue
                 if settled:
@@ -349,6 +352,7 @@ class Worker:
         with contextlib.suppress(DatabaseError):
             connections[self.using].close()
         self.resume_at = now + self.outage_pause
+        self.unheld_at = 0.0  # the failed claim may have committed: look once it is back
 
     def _database_back(self) -> None:
         """A claim went through: end the outage, if there was one."""
@@ -402,8 +406,41 @@ class Worker:
 
     def _claim(self, free: int) -> list[Claimed]:
         claimed = self.topics.claim(free, self._claim_queue)  # heads and commands in turns
-        if not claimed:
-            return claimed
+        if claimed:
+            self._take(claimed)
+        return claimed
+
+    def _take_unheld(self) -> list[Claimed]:
+        """Run the jobs leased to this worker that it does not hold (see ``unheld``).
+
+        Looked for once per renewal interval, and at once when a claim failed: a
+        claim can commit although its answer never arrived. Only this thread
+        claims, so every job claimed so far is in ``running`` or has an outcome
+        the writer has not stored yet.
+        """
+        self.unheld_at = time.monotonic() + renewal_interval(
+            later_settings.heartbeat_interval, self.backend.later.lease_seconds
+        )
+        with self.lock:
+            held = set(self.running) | set(self.outcomes.unstored_ids)
+        found = retrying(
+            lambda: unheld(self.namespace, self.id, held, using=self.using),
+            what="unheld jobs",
+            using=self.using,
+        )
+        found += self.topics.unheld(held)
+        if found:
+            logger.warning(
+                "%s job(s) leased to this worker by a claim whose answer was lost; running "
+                "them now ids=%s",
+                len(found),
+                ",".join(item.job_id for item in found),
+            )
+            self._take(found)
+        return found
+
+    def _take(self, claimed: list[Claimed]) -> None:
+        """Hand claimed jobs to the slots."""
         now = timezone.now()
         self.claimed_total += len(claimed)
         self.metrics.transition(Stage.RUNNING, now, len(claimed))
@@ -420,7 +457,6 @@ class Worker:
         for item in claimed:
             logger.debug("job claimed id=%s epoch=%s", item.job_id, item.epoch)
             self.inbox.put(item)
-        return claimed
 
     # -- slots -------------------------------------------------------------------------------
 

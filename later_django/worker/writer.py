@@ -57,6 +57,7 @@ class OutcomeWriter:
         self.outbox: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self.pending: list[Outcome] = []
         self.unstored = 0
+        self.unstored_ids: Counter[str] = Counter()  # their jobs, which the worker still holds
         self.thread: threading.Thread | None = None
         self.stopping = threading.Event()
         # Set when the thread should stop gathering: a batch is waiting, or nothing runs.
@@ -75,6 +76,7 @@ class OutcomeWriter:
     def emit(self, outcome: Outcome) -> None:
         """Hand an outcome over to be stored; the caller holds the worker's lock."""
         self.unstored += 1
+        self.unstored_ids[outcome.job_id] += 1
         self.outbox.put(outcome)
         if not self.worker.running or len(self.pending) + self.outbox.qsize() >= OUTCOME_BATCH:
             self.batch_ready.set()
@@ -181,6 +183,10 @@ class OutcomeWriter:
         self.pending = []
         with worker.lock:
             self.unstored -= len(batch)
+            self.unstored_ids.subtract(o.job_id for o in batch)
+            for outcome in batch:
+                if self.unstored_ids[outcome.job_id] <= 0:
+                    self.unstored_ids.pop(outcome.job_id, None)
         now = timezone.now()
         worker.counts["fenced"] += len(batch) - len(written)
         if any(o.record is not None and o.record.topic is not None for o in written):

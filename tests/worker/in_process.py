@@ -27,9 +27,11 @@ def _run(worker: Worker, errors: list[BaseException]) -> None:
 
 
 @contextmanager
-def worker_thread(**config: Any) -> Iterator[Worker]:
-    """Run a Worker until the block ends, then stop it as a first SIGTERM would."""
-    worker = Worker(WorkerConfig(install_signal_handlers=False, **config))
+def worker_thread(worker: Worker | None = None, **config: Any) -> Iterator[Worker]:
+    """Run a Worker (``worker``, or a new one) until the block ends, then stop it as a
+    first SIGTERM would."""
+    if worker is None:
+        worker = Worker(WorkerConfig(install_signal_handlers=False, **config))
     errors: list[BaseException] = []
     thread = threading.Thread(target=_run, args=(worker, errors), name="test-worker")
     thread.start()
