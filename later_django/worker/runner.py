@@ -428,7 +428,8 @@ class Worker:
             what="unheld jobs",
             using=self.using,
         )
-        found += self.topics.unheld(held)
+        plain = {item.job_id for item in found}
+        found += [head for head in self.topics.unheld(held) if head.job_id not in plain]
         if found:
             logger.warning(
                 "%s job(s) leased to this worker by a claim whose answer was lost; running "
