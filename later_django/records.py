@@ -159,6 +159,33 @@ _RECORD_FIELDS = tuple(JobRecord.__dataclass_fields__)
 _RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
 
 
+def storable_text(text: str) -> str:
+    """``text`` as a record can hold it: UTF-8.
+
+    Python decodes bytes that are not UTF-8 into lone surrogates where it is
+    told to keep them (file names from ``os.listdir``, ``sys.argv``, the
+    environment), and an exception's message can carry one into a traceback.
+    msgpack cannot encode such a string, so each becomes its escape (``\\udcff``).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def scrub_text(record: JobRecord) -> None:
+    """Make the free text of ``record`` storable (see ``storable_text``): its errors'
+    tracebacks, its notes and its cancel reason."""
+    for error in record.errors:
+        error.exception_class_path = storable_text(error.exception_class_path)
+        error.traceback = storable_text(error.traceback)
+    for note in record.notes:
+        note.text = storable_text(note.text)
+    if record.cancel_reason is not None:
+        record.cancel_reason = storable_text(record.cancel_reason)
+
+
 def pack(value: Any, *, what: str) -> bytes:
     try:
         return msgpack.packb(value, use_bin_type=True)

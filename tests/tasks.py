@@ -345,3 +345,11 @@ def ends_its_session():
     """Have the server end this run's database session, as a restart or a pooler would."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+
+@task
+def fails_naming_a_bad_file(kind):
+    """Fails with a message holding a name decoded with surrogateescape, as os.listdir
+    returns a file name that is not UTF-8."""
+    _record(kind, "ran")
+    raise FileNotFoundError(f"no such file: {b'report-\xff.csv'.decode(errors='surrogateescape')}")

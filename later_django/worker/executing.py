@@ -24,7 +24,7 @@ from ..engine.outcomes import CANCELLED, FAILED, RETRY, SUCCESS, Outcome, record
 from ..engine.reads import stand_in
 from ..exceptions import InterruptedByCancel, LaterError, TaskTimeout, UndecodableJob
 from ..models import JobIndexRow
-from ..records import Attempt, ErrorEntry, JobRecord, check_value, to_micros
+from ..records import Attempt, ErrorEntry, JobRecord, check_value, storable_text, to_micros
 from ..results import build_result, resolve_task
 from ..states import Stage
 from ..tasks_api import TaskResultStatus, task_finished, task_started
@@ -47,7 +47,7 @@ def error_entry(exc: BaseException, worker_id: str) -> ErrorEntry:
     kind = type(exc)
     return ErrorEntry(
         exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
-        traceback="".join(format_exception(exc)),
+        traceback=storable_text("".join(format_exception(exc))),
         at=to_micros(timezone.now()) or 0,
         worker_id=worker_id,
     )

@@ -18,11 +18,12 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from ..db import limit_idle_transactions, retrying
 from ..engine.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome, record_outcomes
+from ..records import scrub_text
 from .services import FailureRun
 
 if TYPE_CHECKING:
@@ -143,6 +144,41 @@ class OutcomeWriter:
                 left,
             )
 
+    def _make_storable(self, outcomes: list[Outcome]) -> int:
+        """After a batch failed for a reason other than the database, mend the outcomes
+        whose records cannot be encoded; return how many there were.
+
+        Such an outcome would fail every batch it is in for as long as the worker
+        ran, and hold every other outcome of the batch with it. Its record's free
+        text is made storable first; a record that still cannot be encoded is
+        left out, and the outcome stores the job's stage over the record as
+        it was claimed.
+        """
+        mended = 0
+        for outcome in outcomes:
+            if outcome.record is None:
+                continue
+            try:
+                outcome.record.encode()
+                continue
+            except Exception as e:  # noqa: BLE001  (whatever stops it being stored)
+                problem = e
+            mended += 1
+            scrub_text(outcome.record)
+            try:
+                outcome.record.encode()
+            except Exception:  # noqa: BLE001
+                outcome.record = None
+            logger.error(
+                "job id=%s: its record could not be stored (%s); %s",
+                outcome.job_id,
+                problem,
+                "stored with its text escaped"
+                if outcome.record is not None
+                else "its outcome is stored without it",
+            )
+        return mended
+
     def _take_outbox(self) -> None:
         while True:
             try:
@@ -171,6 +207,8 @@ class OutcomeWriter:
                 using=worker.using,
             )
         except Exception as e:  # noqa: BLE001  (FailureRun logs it, traceback first)
+            if not isinstance(e, DatabaseError) and self._make_storable(unstored):
+                return  # stored at the next call, without the pause
             self.failures.failed(
                 e,
                 f"could not store {len(batch)} outcome(s); will try again",

@@ -6,13 +6,17 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
+from later_django.engine.claiming import claim
+from later_django.engine.outcomes import SUCCESS, Outcome
 from later_django.exceptions import TaskUnavailable
 from later_django.jobs import get_job
 from later_django.models import JobIndexRow, StorageValue
-from later_django.records import JobRecord
+from later_django.records import ErrorEntry, JobRecord
 from later_django.results import UnavailableTask
 from later_django.tasks_api import TaskResultDoesNotExist, TaskResultStatus, default_task_backend
+from later_django.worker.runner import Worker, WorkerConfig
 from tests import tasks
 from tests.models import Execution
 from tests.topics import tasks as topic_tasks
@@ -194,3 +198,53 @@ def test_an_ordered_job_that_cannot_be_decoded_fails_and_its_partition_moves_on(
     assert (view.topic, view.sequence, len(view.errors)) == ("orders", 1, 1)
     assert view.decode_error is not None
     assert default_task_backend.get_result(then.id).status == TaskResultStatus.SUCCESSFUL
+
+
+def test_a_job_failing_with_a_message_that_is_not_utf8_fails_and_the_worker_carries_on(run_burst):
+    """The message names a file whose name is not UTF-8 (``\\xff``), as ``os.listdir``
+    returns it: with a lone surrogate, which a record cannot hold as it is."""
+    ids = good_jobs(0)
+    bad = tasks.fails_naming_a_bad_file.enqueue("bad-name")
+    ids += good_jobs(3)
+    worker = run_burst("--concurrency", "2", timeout=30)
+
+    assert_good_jobs_ran(ids)
+    assert "could not be stored" not in worker.output()  # escaped as it was recorded
+    result = default_task_backend.get_result(bad.id)
+    assert result.status == TaskResultStatus.FAILED
+    [error] = result.errors
+    assert error.exception_class_path == "builtins.FileNotFoundError"
+    assert "FileNotFoundError: no such file: report-\\udcff.csv" in error.traceback
+
+
+def test_an_outcome_whose_record_cannot_be_stored_neither_wedges_the_writer_nor_holds_others():
+    """However a record came to hold what cannot be encoded, the writer stores the batch:
+    free text escaped, or else the outcome without its record."""
+    jobs = [tasks.record.enqueue("writer", str(n)) for n in range(3)]
+    worker = Worker(WorkerConfig(install_signal_handlers=False))
+    items = []
+    for _ in jobs:
+        items += claim("tests", worker.id, queues=None, free=1, lease_seconds=30, using="default")
+    good, escaped, unstorable = sorted(
+        items, key=lambda item: [j.id for j in jobs].index(item.job_id)
+    )
+    now = timezone.now()
+    for item in items:
+        item.load()
+    escaped.record.errors.append(ErrorEntry("builtins.OSError", "bad name: \udcff", 0, worker.id))
+    unstorable.record.return_value = {1, 2}  # past the return value's check, somehow
+    with worker.lock:
+        for item in items:
+            worker.outcomes.emit(Outcome(item.job_id, item.epoch, SUCCESS, item.record, now))
+
+    worker.outcomes.collect()  # mends the two, and leaves the batch for the next call
+    worker.outcomes.collect()
+
+    assert worker.outcomes.unstored == 0
+    assert {JobIndexRow.objects.get(job_id=j.id).stage for j in jobs} == {"success"}
+    view = get_job(escaped.job_id, namespace="tests")
+    assert view.record.errors[-1].traceback == "bad name: \\udcff"
+    # Stored without its record: the record stays as it was claimed.
+    view = get_job(unstorable.job_id, namespace="tests")
+    assert view.record.return_value is None
+    assert get_job(good.job_id, namespace="tests").record.stage == "success"
