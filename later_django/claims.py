@@ -11,11 +11,12 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db import DatabaseError
 from django.utils import timezone
 
-from .db import from_db, write_transaction
+from .db import connection_for, from_db, placeholders, write_transaction
 from .exceptions import PayloadDecodeError
 from .records import Attempt, JobRecord, job_key, to_micros
 
@@ -119,3 +120,27 @@ def store_lost_attempts(namespace: str, lost: list[Claimed], using: str) -> None
             len(rows),
             e,
         )
+
+
+def unheld_rows(select: str, namespace: str, owner: str, held: set[str], using: str) -> list:
+    """The rows ``select`` reads for each execution lease (``e``) that ``owner`` holds in the
+    database and whose job is not in ``held``, oldest first."""
+    params: list[Any] = [namespace, owner]
+    leave_out = ""
+    if held:
+        leave_out = f" AND e.job_id NOT IN ({placeholders(len(held))})"
+        params.extend(sorted(held))
+    with connection_for(using).cursor() as cursor:
+        cursor.execute(
+            f"{select} WHERE e.namespace = %s AND e.owner = %s{leave_out} "
+            "ORDER BY e.started_at, e.job_id",
+            params,
+        )
+        return cursor.fetchall()
+
+
+# A claimed job's record, for the selects of unheld_rows.
+UNHELD_RECORD = (
+    "(SELECT s.value FROM later_storage AS s WHERE s.namespace = e.namespace "
+    "AND s.key = 'job:' || e.job_id)"
+)

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -147,36 +148,48 @@ def wait_for(condition: Callable[[], bool], timeout: float = 30, step: float = 0
     raise AssertionError(f"condition not met within {timeout}s: {condition.__doc__ or condition}")
 
 
-def seconds_while_locked(rows: list[QuerySet], action: Callable[[], object]) -> float:
-    """Run ``action`` while another connection holds a row lock on each of ``rows``
-    (one row each, as a claim or an outcome statement in progress would); return
-    its seconds.
+@contextmanager
+def held_by_another_connection(take: Callable[[], object]) -> Iterator[None]:
+    """Run ``take`` in a transaction on another connection (in a thread of its own) and
+    keep that transaction, with the locks ``take`` took, open until the block ends.
 
-    The test's own rows must be committed (``transaction=True``) for the other
-    connection to see them.
+    What ``take`` reads must be committed (``transaction=True``) for that
+    connection to see it.
     """
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         try:
             with transaction.atomic():
-                for queryset in rows:
-                    queryset.select_for_update().get()
+                take()
                 holding.set()
-                release.wait(10)
+                release.wait(60)
         finally:
             connections.close_all()
 
     holder = threading.Thread(target=hold)
     holder.start()
     try:
-        assert holding.wait(10), "the other connection could not lock the rows"
-        began = time.monotonic()
-        action()
-        return time.monotonic() - began
+        assert holding.wait(10), "the other connection could not take its locks"
+        yield
     finally:
         release.set()
         holder.join()
+
+
+def seconds_while_locked(rows: list[QuerySet], action: Callable[[], object]) -> float:
+    """Run ``action`` while another connection holds a row lock on each of ``rows``
+    (one row each, as a claim or an outcome statement in progress would); return
+    its seconds."""
+
+    def lock() -> None:
+        for queryset in rows:
+            queryset.select_for_update().get()
+
+    with held_by_another_connection(lock):
+        began = time.monotonic()
+        action()
+        return time.monotonic() - began
 
 
 def holds_a_transaction() -> bool:

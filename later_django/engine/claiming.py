@@ -17,7 +17,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..claims import Claimed, decode_row, store_lost_attempts
+from ..claims import UNHELD_RECORD, Claimed, decode_row, store_lost_attempts, unheld_rows
 from ..db import connection_for, from_db, hot_cursor, placeholders, to_db, write_transaction
 from ..sql import dialect
 from ..sql.shared import BATCH, SHARE_AT
@@ -87,23 +87,15 @@ def unheld(namespace: str, owner: str, held: set[str], *, using: str) -> list[Cl
     with an outcome not yet stored). Each comes with the attempt and epoch its
     lost claim gave it.
     """
-    connection = connection_for(using)
-    params: list[Any] = [namespace, owner]
-    leave_out = ""
-    if held:
-        leave_out = f" AND e.job_id NOT IN ({placeholders(len(held))})"
-        params.extend(sorted(held))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT e.job_id, q.enqueued_at, e.started_at, e.epoch, NULL, "
-            "(SELECT s.value FROM later_storage AS s WHERE s.namespace = e.namespace "
-            "AND s.key = 'job:' || e.job_id) "
-            "FROM later_job_execution AS e JOIN later_delivery_queue AS q "
-            "ON q.namespace = e.namespace AND q.job_id = e.job_id AND q.lease_owner = e.owner "
-            f"WHERE e.namespace = %s AND e.owner = %s{leave_out} ORDER BY e.started_at, e.job_id",
-            params,
-        )
-        rows = cursor.fetchall()
+    rows = unheld_rows(
+        f"SELECT e.job_id, q.enqueued_at, e.started_at, e.epoch, NULL, {UNHELD_RECORD} "
+        "FROM later_job_execution AS e JOIN later_delivery_queue AS q "
+        "ON q.namespace = e.namespace AND q.job_id = e.job_id AND q.lease_owner = e.owner",
+        namespace,
+        owner,
+        held,
+        using,
+    )
     now = timezone.now()
     return [decode_row(row, owner, from_db(row[2]) or now, lazy=True) for row in rows]
 

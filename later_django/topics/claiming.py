@@ -26,8 +26,8 @@ from typing import Any
 from django.db import DatabaseError
 from django.utils import timezone
 
-from ..claims import Claimed, decode_row, store_lost_attempts
-from ..db import connection_for, from_db, hot_cursor, placeholders, to_db, write_transaction
+from ..claims import UNHELD_RECORD, Claimed, decode_row, store_lost_attempts, unheld_rows
+from ..db import connection_for, from_db, hot_cursor, to_db, write_transaction
 from ..sql import dialect
 from ..states import FINISHED, Stage
 from .assignment import Preference
@@ -106,27 +106,18 @@ def unheld_heads(
     although its worker saw it fail. The head's execution lease and its
     partition's lease are both the worker's, with one epoch.
     """
-    connection = connection_for(using)
-    params: list[Any] = [namespace, owner]
-    leave_out = ""
-    if held:
-        leave_out = f" AND e.job_id NOT IN ({placeholders(len(held))})"
-        params.extend(sorted(held))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT e.job_id, j.enqueued_at, e.started_at, e.epoch, NULL, "
-            "(SELECT s.value FROM later_storage AS s WHERE s.namespace = e.namespace "
-            "AND s.key = 'job:' || e.job_id), "
-            'h.topic, h."partition", h.sequence '
-            "FROM later_job_execution AS e "
-            "JOIN later_partition_head AS h ON h.namespace = e.namespace AND h.job_id = e.job_id "
-            "JOIN later_partition_lease AS l ON l.namespace = h.namespace AND l.topic = h.topic "
-            'AND l."partition" = h."partition" AND l.owner = e.owner AND l.epoch = e.epoch '
-            "LEFT JOIN later_jobs_index AS j ON j.namespace = e.namespace AND j.job_id = e.job_id "
-            f"WHERE e.namespace = %s AND e.owner = %s{leave_out} ORDER BY e.started_at, e.job_id",
-            params,
-        )
-        rows = cursor.fetchall()
+    rows = unheld_rows(
+        f"SELECT e.job_id, j.enqueued_at, e.started_at, e.epoch, NULL, {UNHELD_RECORD}, "
+        'h.topic, h."partition", h.sequence FROM later_job_execution AS e '
+        "JOIN later_partition_head AS h ON h.namespace = e.namespace AND h.job_id = e.job_id "
+        "JOIN later_partition_lease AS l ON l.namespace = h.namespace AND l.topic = h.topic "
+        'AND l."partition" = h."partition" AND l.owner = e.owner AND l.epoch = e.epoch '
+        "LEFT JOIN later_jobs_index AS j ON j.namespace = e.namespace AND j.job_id = e.job_id",
+        namespace,
+        owner,
+        held,
+        using,
+    )
     now = timezone.now()
     items = []
     for row in rows:
