@@ -281,10 +281,17 @@ def test_a_queue_filled_since_its_last_analyze_gets_fresh_planner_statistics(wit
     refreshed = refresh_statistics(using="default")
     assert "later_delivery_queue" in refreshed
     assert "later_storage" in refreshed  # the jobs' records, read by every claim
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'later_delivery_queue'")
-        assert cursor.fetchone()[0] == 1500
+    assert planned_rows("later_delivery_queue") == {"later_delivery_queue": 1500}
     assert "later_delivery_queue" not in refresh_statistics(using="default")
+
+
+def planned_rows(*tables: str) -> dict[str, float]:
+    """The rows the planner believes each of ``tables`` holds (as of its last ANALYZE)."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, reltuples FROM pg_class WHERE relname = ANY(%s)", [list(tables)]
+        )
+        return dict(cursor.fetchall())
 
 
 def table_statistics(table: str, columns: str) -> tuple:
@@ -313,12 +320,10 @@ def test_a_worker_refreshes_stale_planner_statistics_before_it_claims(without_au
     services = Services(LaterWorker(WorkerConfig(install_signal_handlers=False)))
     services.start()  # what Worker.run does before its first claim
     try:
-        with connections["default"].cursor() as cursor:
-            cursor.execute(
-                "SELECT relname, reltuples FROM pg_class "
-                "WHERE relname IN ('later_delivery_queue', 'later_storage') ORDER BY relname"
-            )
-            assert cursor.fetchall() == [("later_delivery_queue", 1500), ("later_storage", 1500)]
+        assert planned_rows("later_delivery_queue", "later_storage") == {
+            "later_delivery_queue": 1500,
+            "later_storage": 1500,
+        }
     finally:
         services.stop()
 
