@@ -19,6 +19,7 @@ from django.utils import timezone
 from .db import connection_for, from_db, placeholders, write_transaction
 from .exceptions import PayloadDecodeError
 from .records import Attempt, JobRecord, job_key, to_micros
+from .sql.shared import stored_record
 
 logger = logging.getLogger(__name__)
 
@@ -139,8 +140,5 @@ def unheld_rows(select: str, namespace: str, owner: str, held: set[str], using: 
         return cursor.fetchall()
 
 
-# A claimed job's record, for the selects of unheld_rows.
-UNHELD_RECORD = (
-    "(SELECT s.value FROM later_storage AS s WHERE s.namespace = e.namespace "
-    "AND s.key = 'job:' || e.job_id)"
-)
+# The record of each execution lease's job, for the selects of unheld_rows.
+UNHELD_RECORD = stored_record("e.job_id", "e.namespace")

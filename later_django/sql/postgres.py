@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..db import CANCEL_CHANNEL, NOTIFY_CHANNEL, placeholders, to_db
 from ..states import FINISHED, Stage, sql_list
-from .shared import BATCH, INDEX_COLUMNS, SAME_PARTITION, SHARE_AT, pick_heads
+from .shared import BATCH, INDEX_COLUMNS, SAME_PARTITION, SHARE_AT, pick_heads, stored_record
 
 if TYPE_CHECKING:
     from ..engine.enqueue import NewJob
@@ -214,21 +214,6 @@ def _alike(job: NewJob, first: NewJob) -> bool:
 # -- claims ----------------------------------------------------------------------------
 
 
-def _record(job_id: str, namespace: str) -> str:
-    """A claimed job's stored record, read by one probe of the record's unique key.
-
-    A scalar subquery rather than a join: a join leaves the plan to the planner's
-    statistics, and on a ``later_storage`` not yet analysed since it filled it
-    hashed every record of the namespace for each claim (a drain of 10,000 fresh
-    jobs read two million rows). A subquery on both columns of a unique key is
-    one index probe per job whatever the statistics say.
-    """
-    return (
-        f"(SELECT s.value FROM later_storage AS s WHERE s.namespace = {namespace} "
-        f"AND s.key = 'job:' || {job_id}) AS value"
-    )
-
-
 PG_CLAIM = f"""
 WITH picked AS (
     SELECT id, priority, available_at FROM later_delivery_queue
@@ -264,7 +249,8 @@ WITH picked AS (
         revision = revision + 1
     WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
 )
-SELECT c.job_id, c.enqueued_at, c.ready_at, l.epoch, p.owner, {_record("c.job_id", "%(ns)s")}
+SELECT c.job_id, c.enqueued_at, c.ready_at, l.epoch, p.owner,
+       {stored_record("c.job_id", "%(ns)s")} AS value
 FROM claimed AS c
 JOIN leased AS l ON l.job_id = c.job_id
 LEFT JOIN previous AS p ON p.job_id = c.job_id
@@ -488,7 +474,7 @@ runnable AS (
     WHERE namespace = %s AND job_id IN (SELECT job_id FROM runnable)
 )
 SELECT p.id, p.topic, p."partition", p.sequence, p.job_id, p.available_at, p.stage,
-       p.enqueued_at, l.epoch, pr.owner, {_record("p.job_id", "%s")}
+       p.enqueued_at, l.epoch, pr.owner, {stored_record("p.job_id", "%s")} AS value
 FROM picked p
 LEFT JOIN leased l ON l.topic = p.topic AND l."partition" = p."partition"
 LEFT JOIN previous pr ON pr.job_id = p.job_id
