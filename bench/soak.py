@@ -173,8 +173,9 @@ def soak(url: str, options: argparse.Namespace) -> SoakReport:
             elif now - progress_at > stall_seconds(options.lease):
                 report.stalled = True
                 report.stuck = [
-                    line + "".join(f"\n      {said}" for said in said_of(workers.logs, line[:26]))
-                    for line in db.stuck()
+                    f"{job_id}: {rows}"
+                    + "".join(f"\n      {said}" for said in said_of(workers.logs, job_id))
+                    for job_id, rows in db.stuck()
                 ]
                 break
             if restart_pending and unfinished <= report.jobs // 2:

@@ -61,8 +61,9 @@ class SoakDatabase:
         )
         return count
 
-    def stuck(self, most: int = 10) -> list[str]:
-        """What the database holds for (at most ``most``) unfinished jobs: for a stall."""
+    def stuck(self, most: int = 10) -> list[tuple[str, str]]:
+        """What the database holds for (at most ``most``) unfinished jobs, for a stall: each
+        job's id, and a line of its rows."""
         marks = ", ".join(["%s"] * len(UNFINISHED))
         found = self.rows(
             "SELECT i.job_id, i.stage, i.attempts, i.worker_id, e.owner, e.epoch, "
@@ -79,7 +80,7 @@ class SoakDatabase:
             "queue lease owner", "available at", "topic", "partition",
         )  # fmt: skip
         return [
-            f"{row[0]}: " + ", ".join(f"{n}={v}" for n, v in zip(names, row[1:], strict=True))
+            (row[0], ", ".join(f"{n}={v}" for n, v in zip(names, row[1:], strict=True)))
             for row in found
         ]
 

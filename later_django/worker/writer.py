@@ -221,10 +221,7 @@ class OutcomeWriter:
         self.pending = []
         with worker.lock:
             self.unstored -= len(batch)
-            self.unstored_ids.subtract(o.job_id for o in batch)
-            for outcome in batch:
-                if self.unstored_ids[outcome.job_id] <= 0:
-                    self.unstored_ids.pop(outcome.job_id, None)
+            self.unstored_ids -= Counter(o.job_id for o in batch)  # keeps positive counts
         now = timezone.now()
         worker.counts["fenced"] += len(batch) - len(written)
         if any(o.record is not None and o.record.topic is not None for o in written):
