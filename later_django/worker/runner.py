@@ -154,7 +154,9 @@ class Worker:
         self.outage_since: float | None = None  # when claims began to fail (main thread)
         self.outage_pause = 0.0
         self.resume_at = 0.0  # no claim before this monotonic time, during an outage
-        self.unheld_at = 0.0  # when to look for jobs leased to it that it does not hold
+        # When to look for jobs leased to it that it does not hold: none at start, since
+        # its id is new.
+        self.unheld_at = self._next_unheld_look()
         self.claim_at = 0  # room the main loop waits for before it claims (under lock)
         self.waiting_until = math.inf  # when the main loop's current wait ends (under lock)
         self.metrics = MetricsBatch()
@@ -418,9 +420,7 @@ class Worker:
         claims, so every job claimed so far is in ``running`` or has an outcome
         the writer has not stored yet.
         """
-        self.unheld_at = time.monotonic() + renewal_interval(
-            later_settings.heartbeat_interval, self.backend.later.lease_seconds
-        )
+        self.unheld_at = self._next_unheld_look()
         with self.lock:
             held = set(self.running) | set(self.outcomes.unstored_ids)
         found = retrying(
@@ -439,6 +439,11 @@ class Worker:
             )
             self._take(found)
         return found
+
+    def _next_unheld_look(self) -> float:
+        return time.monotonic() + renewal_interval(
+            later_settings.heartbeat_interval, self.backend.later.lease_seconds
+        )
 
     def _take(self, claimed: list[Claimed]) -> None:
         """Hand claimed jobs to the slots."""
