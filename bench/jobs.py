@@ -13,13 +13,16 @@ less), reference figures (one bare row inserted into a logged table per
 ceiling for the first enqueue figure; the bulk figure's rows, built
 beforehand, written by the driver alone into trigger-less copies of the job
 tables, the ceiling for the bulk figure; and the driver's round trip of
-``SELECT 1``, to compare machines), and (with ``--memory N``) the worker's
-resident memory while it drains N jobs.
+``SELECT 1``, to compare machines), the CPU the whole machine spent per
+drained job (Linux), on PostgreSQL the WAL the server wrote per drained job,
+and (with ``--memory N``) the worker's resident memory while it drains N
+jobs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -54,6 +57,17 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def machine_cpu_seconds() -> float:
+    """CPU time spent by every process on this machine so far (Linux); 0.0 elsewhere."""
+    stat = Path("/proc/stat")
+    if not stat.exists():
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(
+        int, stat.read_text().split("\n", 1)[0].split()[1:9]
+    )
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
     child("migrate", url)
     figures: dict[str, str] = {}
@@ -76,15 +90,29 @@ def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
         child("bulk_floor", url, str(drain)) + " jobs/s"
     )
     # The bulk run queued `drain` jobs: one burst worker drains them.
+    wal_before = child("wal_position", url) if kind == "postgres" else ""
+    cpu_before = machine_cpu_seconds()
     proc = worker(url, "--burst", "--concurrency", "8")
     _, err = proc.communicate(timeout=3600)
     if proc.returncode:
         raise SystemExit(err.decode())
+    cpu_used = machine_cpu_seconds() - cpu_before
     # Every job queued so far: the bulk ones, the 2 x 3,000 enqueued one at a time and the
     # 5 x 1,000 enqueued inside blocks that save a row.
     figures[f"drain {drain} + 11000 queued no-op jobs, one worker"] = (
         child("drain_rate", url) + " jobs/s"
     )
+    if cpu_before:
+        # On a machine of few cores every process's CPU slows the others' commits: this
+        # is what the drain cost the whole machine (worker, database and kernel).
+        jobs = int(child("succeeded", url))
+        figures["machine CPU per drained job (every process)"] = f"{cpu_used / jobs * 1e6:,.0f} µs"
+    if wal_before:
+        # What the drain cost the server's log: every commit waits for its flush, the
+        # bodies' of a real workload too, so this is the drain's share of the disk.
+        figures["WAL written per drained job (whole server)"] = (
+            child("wal_per_job", url, wal_before) + " bytes"
+        )
     idle = worker(url, "--concurrency", "8", poll="1.0")
     time.sleep(3)
     figures["idle wake-up (200 jobs) p50 / p95"] = child("latency", url, "200")
@@ -136,6 +164,26 @@ def child_main(mode: str, args: list[str]) -> None:
         for _ in range(n):
             noop.enqueue()
         print(f"{n / (time.perf_counter() - began):,.0f}")
+        return
+    if mode == "succeeded":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT COUNT(*) FROM later_jobs_index WHERE stage = 'success'")
+            print(cursor.fetchone()[0])
+        return
+    if mode == "wal_position":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_current_wal_lsn()")
+            print(cursor.fetchone()[0])
+        return
+    if mode == "wal_per_job":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s), "
+                "(SELECT COUNT(*) FROM later_jobs_index WHERE stage = 'success')",
+                [args[0]],
+            )
+            written, jobs = cursor.fetchone()
+        print(f"{written / jobs:,.0f}")
         return
     if mode == "round_trip":
         n = int(args[0])

@@ -31,6 +31,7 @@ from .tasks_api import (
     Task,
     TaskResult,
     TaskResultDoesNotExist,
+    new_result,
     task_enqueued,
 )
 from .topics.enqueueing import insert_with_partitions, route_fields
@@ -358,7 +359,9 @@ class LaterBackend(BaseTaskBackend):
         )
 
     def _result(self, task: Task, job: NewJob) -> TaskResult:
-        return TaskResult(
+        # The record's arguments were normalised by the check, and it is stored (or on
+        # its way) before its result is made: the result may hold them as they are.
+        return new_result(
             task=task,
             id=job.record.id,
             status=STATUS[job.stage],
