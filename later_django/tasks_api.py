@@ -158,22 +158,6 @@ def new_result(
     worker_ids: list[str],
 ) -> TaskResult:
     """``TaskResult(...)`` for arguments that ``normalize_json`` has already passed."""
-    if _SETTERS is None:
-        return TaskResult(
-            task=task,
-            id=id,
-            status=status,
-            enqueued_at=enqueued_at,
-            started_at=started_at,
-            finished_at=finished_at,
-            last_attempted_at=last_attempted_at,
-            args=args,
-            kwargs=kwargs,
-            backend=backend,
-            errors=errors,
-            worker_ids=worker_ids,
-        )
-    result = object.__new__(TaskResult)
     values = (
         task,
         id,
@@ -187,8 +171,11 @@ def new_result(
         backend,
         errors,
         worker_ids,
-        None,
     )
-    for set_field, value in zip(_SETTERS, values, strict=True):
+    if _SETTERS is None:
+        fields: dict[str, Any] = dict(zip(_RESULT_FIELDS[:-1], values, strict=True))
+        return TaskResult(**fields)
+    result = object.__new__(TaskResult)
+    for set_field, value in zip(_SETTERS, (*values, None), strict=True):  # no return value
         set_field(result, value)
     return result
