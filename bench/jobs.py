@@ -102,17 +102,16 @@ def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
     figures[f"drain {drain} + 11000 queued no-op jobs, one worker"] = (
         child("drain_rate", url) + " jobs/s"
     )
+    jobs = int(child("succeeded", url))
     if cpu_before:
         # On a machine of few cores every process's CPU slows the others' commits: this
         # is what the drain cost the whole machine (worker, database and kernel).
-        jobs = int(child("succeeded", url))
         figures["machine CPU per drained job (every process)"] = f"{cpu_used / jobs * 1e6:,.0f} µs"
     if wal_before:
         # What the drain cost the server's log: every commit waits for its flush, the
         # bodies' of a real workload too, so this is the drain's share of the disk.
-        figures["WAL written per drained job (whole server)"] = (
-            child("wal_per_job", url, wal_before) + " bytes"
-        )
+        written = int(child("wal_since", url, wal_before))
+        figures["WAL written per drained job (whole server)"] = f"{written / jobs:,.0f} bytes"
     idle = worker(url, "--concurrency", "8", poll="1.0")
     time.sleep(3)
     figures["idle wake-up (200 jobs) p50 / p95"] = child("latency", url, "200")
@@ -175,15 +174,10 @@ def child_main(mode: str, args: list[str]) -> None:
             cursor.execute("SELECT pg_current_wal_lsn()")
             print(cursor.fetchone()[0])
         return
-    if mode == "wal_per_job":
+    if mode == "wal_since":
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s), "
-                "(SELECT COUNT(*) FROM later_jobs_index WHERE stage = 'success')",
-                [args[0]],
-            )
-            written, jobs = cursor.fetchone()
-        print(f"{written / jobs:,.0f}")
+            cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)::bigint", [args[0]])
+            print(cursor.fetchone()[0])
         return
     if mode == "round_trip":
         n = int(args[0])
