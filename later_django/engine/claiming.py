@@ -25,9 +25,28 @@ from ..sql.shared import BATCH, SHARE_AT
 # The logger keeps the name it had before the module moved, which operators filter on.
 logger = logging.getLogger("later_django.worker.claiming")
 
-__all__ = ["BATCH", "LOST_ATTEMPTS_LIMIT", "SHARE_AT", "Claimed", "claim", "runnable", "unheld"]
+__all__ = [
+    "BATCH",
+    "LOST_ATTEMPTS_LIMIT",
+    "SHARE_AT",
+    "Claimed",
+    "Claims",
+    "claim",
+    "runnable",
+    "unheld",
+]
 
 LOST_ATTEMPTS_LIMIT = 5
+
+
+class Claims(list[Claimed]):
+    """The jobs of one claim, in claim order.
+
+    ``left_over`` tells whether ready commands may remain that the claim did not
+    take, so that claiming again at once can find more (``sql.shared.left_over``).
+    """
+
+    left_over: bool = False
 
 
 def claim(
@@ -39,7 +58,7 @@ def claim(
     lease_seconds: float,
     using: str,
     lazy: bool = False,
-) -> list[Claimed]:
+) -> Claims:
     """Lease up to ``free`` ready commands to ``owner`` and mark their jobs running.
 
     With ``lazy`` the records stay encoded until each item's ``load()``.
@@ -54,18 +73,19 @@ def claim(
     worker's attempt recorded as "lost" here, since nobody else will.
     """
     if free < 1:
-        return []
+        return Claims()
     connection = connection_for(using)
     now = timezone.now()
     expires = now + timedelta(seconds=lease_seconds)
     sql = dialect(connection)
     if sql.ALONE and not connection.in_atomic_block:
         with hot_cursor(using) as cursor:
-            rows = sql.claim(cursor, namespace, owner, queues, now, expires, free)
+            rows, left_over = sql.claim(cursor, namespace, owner, queues, now, expires, free)
     else:
         with write_transaction(using, hot=True) as cursor:
-            rows = sql.claim(cursor, namespace, owner, queues, now, expires, free)
-    claimed = [decode_row(row, owner, now, lazy=lazy) for row in rows]
+            rows, left_over = sql.claim(cursor, namespace, owner, queues, now, expires, free)
+    claimed = Claims(decode_row(row, owner, now, lazy=lazy) for row in rows)
+    claimed.left_over = left_over
     for item in claimed:
         if item.epoch > 1:
             item.load()  # a takeover: its lost attempt is stored now, below

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..db import CANCEL_CHANNEL, NOTIFY_CHANNEL, placeholders, to_db
 from ..states import FINISHED, Stage, sql_list
-from .shared import BATCH, INDEX_COLUMNS, SAME_PARTITION, SHARE_AT, pick_heads, stored_record
+from .shared import (
+    BATCH,
+    INDEX_COLUMNS,
+    SAME_PARTITION,
+    SHARE_AT,
+    left_over,
+    pick_heads,
+    stored_record,
+)
 
 if TYPE_CHECKING:
     from ..engine.enqueue import NewJob
@@ -232,7 +240,8 @@ WITH picked AS (
     FROM ranked
     WHERE q.id = ranked.id
       AND ranked.position <= CASE WHEN ranked.ready >= {{share_at}} THEN %(room)s ELSE 1 END
-    RETURNING q.job_id, q.enqueued_at, ranked.available_at AS ready_at, ranked.position
+    RETURNING q.job_id, q.enqueued_at, ranked.available_at AS ready_at, ranked.position,
+              ranked.ready
 ), previous AS (
     SELECT job_id, owner FROM later_job_execution
     WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
@@ -250,7 +259,7 @@ WITH picked AS (
     WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
 )
 SELECT c.job_id, c.enqueued_at, c.ready_at, l.epoch, p.owner,
-       {stored_record("c.job_id", "%(ns)s")} AS value
+       {stored_record("c.job_id", "%(ns)s")} AS value, c.ready
 FROM claimed AS c
 JOIN leased AS l ON l.job_id = c.job_id
 LEFT JOIN previous AS p ON p.job_id = c.job_id
@@ -266,8 +275,12 @@ def claim(
     now: datetime,
     expires: datetime,
     room: int,
-) -> list[tuple]:
-    """Lease ready commands, read their records and mark them running, in one statement."""
+) -> tuple[list[tuple], bool]:
+    """Lease ready commands, read their records and mark them running, in one statement.
+
+    Returns the rows, and whether ready commands may be left that this claim did
+    not take (see ``shared.left_over``).
+    """
     queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
     cursor.execute(
         PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH, share_at=SHARE_AT),
@@ -280,7 +293,10 @@ def claim(
             "room": min(room, BATCH),
         },
     )
-    return cursor.fetchall()
+    rows = cursor.fetchall()
+    if not rows:
+        return rows, False
+    return [row[:-1] for row in rows], left_over(rows[0][-1], len(rows))
 
 
 # -- parents ---------------------------------------------------------------------------

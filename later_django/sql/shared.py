@@ -19,6 +19,20 @@ BATCH = 48
 # Fewer ready commands than this are claimed one at a time, so workers share them.
 SHARE_AT = 16
 
+
+def left_over(ready: int, taken: int) -> bool:
+    """Whether a claim that saw ``ready`` commands (at most ``BATCH``) and took ``taken``
+    may have left any ready: it took fewer than it saw (one of a short queue, or as
+    many as it had room for), or it saw a full batch and there can be more behind it.
+
+    A worker claims again at once only when this is true. Otherwise its next claim
+    waits for a wake-up (a commit's notification, a free slot) or its poll, as it
+    would after an empty claim; the empty claim it saves would also hold the
+    interpreter while the slot that was just handed a job wants to start it.
+    """
+    return taken < ready or ready >= BATCH
+
+
 INDEX_COLUMNS = (
     "namespace, job_id, task_path, queue_name, priority, stage, revision, attempts, "
     "enqueued_at, run_at, transitioned_at, topic, partition, sequence, parent_job_id"
@@ -134,9 +148,10 @@ class Dialect(Protocol):
         now: datetime,
         expires: datetime,
         room: int,
-    ) -> list[tuple]:
+    ) -> tuple[list[tuple], bool]:
         """Lease ready commands to ``owner``: (job id, enqueued at, ready at, epoch,
-        previous owner, record bytes) for each, in claim order."""
+        previous owner, record bytes) for each, in claim order; and whether ready
+        commands may be left that it did not take (:func:`left_over`)."""
 
     def mark_parents(
         self, cursor: Any, namespace: str, ids: list[str], now: datetime

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..db import placeholders, to_db
 from ..records import job_key
 from ..states import FINISHED, Stage
-from .shared import BATCH, INDEX_COLUMNS, SAME_PARTITION, SHARE_AT, pick_heads
+from .shared import BATCH, INDEX_COLUMNS, SAME_PARTITION, SHARE_AT, left_over, pick_heads
 
 if TYPE_CHECKING:
     from ..engine.enqueue import NewJob
@@ -88,8 +88,9 @@ def claim(
     now: datetime,
     expires: datetime,
     room: int,
-) -> list[tuple]:
-    """Lease ready commands, take their execution leases, mark them running, read them."""
+) -> tuple[list[tuple], bool]:
+    """Lease ready commands, take their execution leases, mark them running, read them;
+    and whether ready commands may be left that this claim did not take."""
     connection = cursor.db
     queue_filter = ""
     params: list[object] = [namespace, to_db(connection, now)]
@@ -106,7 +107,7 @@ def claim(
     rows = cursor.fetchall()
     take = rows[: min(room, BATCH)] if len(rows) >= SHARE_AT else rows[:1]
     if not take:
-        return []
+        return [], False
     ids = [r[1] for r in take]
     cursor.execute(
         "UPDATE later_delivery_queue SET lease_owner = %s, available_at = %s "
@@ -135,7 +136,7 @@ def claim(
     )
     epochs = dict(cursor.fetchall())
     values_by_id = _start(cursor, namespace, owner, ids, to_db(connection, now))
-    return [
+    claimed = [
         (
             job_id,
             enqueued_at,
@@ -146,6 +147,7 @@ def claim(
         )
         for _, job_id, enqueued_at, ready_at in take
     ]
+    return claimed, left_over(len(rows), len(take))
 
 
 def _owners(cursor: Any, namespace: str, ids: list[str]) -> dict[str, str]:

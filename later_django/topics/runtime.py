@@ -73,7 +73,12 @@ class TopicParticipation:
         both have more work than the worker has room for.
         """
         self.turn += 1
-        steps = (self._heads, claim_queue) if self.turn % 2 else (claim_queue, self._heads)
+        with self.worker.lock:
+            idle = not self.worker.running
+        # An idle worker claims commands first: the plain job that woke it then starts
+        # while heads are looked for, and the look is skipped if one was made lately.
+        heads_first = self.turn % 2 and not idle
+        steps = (self._heads, claim_queue) if heads_first else (claim_queue, self._heads)
         claimed: list[Claimed] = []
         for step in steps:
             if free - len(claimed) > 0:

@@ -158,6 +158,10 @@ class Worker:
         # its id is new.
         self.unheld_at = self._next_unheld_look()
         self.claim_at = 0  # room the main loop waits for before it claims (under lock)
+        # Of the last claim (main thread): the ids of the jobs the delivery queue gave, and
+        # whether claiming again at once may find more (see _claim).
+        self.queue_claimed: list[str] = []
+        self.left_over = True
         self.waiting_until = math.inf  # when the main loop's current wait ends (under lock)
         self.metrics = MetricsBatch()
         self.counts = config.counts
@@ -312,14 +316,18 @@ class Worker:
             settled = self.config.burst and self._settled()
             try:
                 claimed: list[Claimed] = []
+                more = False
                 if can_claim:
                     claimed = self._claim(free)
+                    more = self.left_over
                     self._database_back()
                 if time.monotonic() >= self.unheld_at:
-                    claimed += self._take_unheld()
-                if claimed:
+                    found = self._take_unheld()
+                    claimed += found
+                    more = more or bool(found)
+                if more:
                     continue
-                if settled:
+                if settled and not claimed:
                     if self._more_to_do():
                         continue
                     return
@@ -392,7 +400,7 @@ class Worker:
             return not self.running and self.outcomes.unstored == 0
 
     def _claim_queue(self, free: int) -> list[Claimed]:
-        return retrying(
+        claimed = retrying(
             lambda: claim(
                 self.namespace,
                 self.id,
@@ -405,11 +413,25 @@ class Worker:
             what="claim",
             using=self.using,
         )
+        # Handed to the slots at once, so they start while partition heads are looked for.
+        self._take(claimed)
+        self.queue_claimed = [item.job_id for item in claimed]
+        self.left_over = claimed.left_over
+        return claimed
 
     def _claim(self, free: int) -> list[Claimed]:
+        """Claim up to ``free`` jobs and hand them to the slots.
+
+        Sets ``left_over``: whether claiming again at once may find more. Only when
+        the delivery queue's claim said so, or partition heads were taken (whose
+        claim does not tell).
+        """
+        self.queue_claimed, self.left_over = [], True
         claimed = self.topics.claim(free, self._claim_queue)  # heads and commands in turns
-        if claimed:
-            self._take(claimed)
+        if len(claimed) > len(self.queue_claimed):
+            taken = set(self.queue_claimed)
+            self._take([item for item in claimed if item.job_id not in taken])
+            self.left_over = True
         return claimed
 
     def _take_unheld(self) -> list[Claimed]:
@@ -447,6 +469,8 @@ class Worker:
 
     def _take(self, claimed: list[Claimed]) -> None:
         """Hand claimed jobs to the slots."""
+        if not claimed:
+            return
         now = timezone.now()
         self.claimed_total += len(claimed)
         self.metrics.transition(Stage.RUNNING, now, len(claimed))

@@ -64,6 +64,28 @@ def test_a_batch_never_exceeds_the_free_slots():
     assert take(free=0) == []
 
 
+def test_a_claim_says_whether_it_left_ready_jobs_behind():
+    # The worker claims again at once only when this says more may be ready.
+    ids = enqueue(BATCH + 5 + SHARE_AT)
+    full = take(free=1000)
+    assert len(full) == BATCH
+    assert full.left_over
+    some = take(free=5)
+    assert [c.job_id for c in some] == ids[BATCH : BATCH + 5]
+    assert some.left_over
+    rest = take(free=1000)
+    assert [c.job_id for c in rest] == ids[BATCH + 5 :]
+    assert not rest.left_over
+    assert not take().left_over
+
+
+def test_a_short_queue_claimed_one_at_a_time_says_so_until_its_last_job():
+    ids = enqueue(3)
+    first, second, last = take(), take(), take()
+    assert [c.job_id for c in (*first, *second, *last)] == ids
+    assert (first.left_over, second.left_over, last.left_over) == (True, True, False)
+
+
 def test_claims_follow_priority_then_enqueue_order():
     low = enqueue(1, priority=-100)
     normal = enqueue(2)
