@@ -436,19 +436,28 @@ class LaterBackend(BaseTaskBackend):
         them for more; on SQLite one ``executemany`` a table."""
         self.validate_task(task)  # once: every call shares the task and its options
         builder = self._job_builder(task)
-        # Every call is checked before anything is written, so a bad one leaves the
-        # caller's transaction as it was.
-        checked = builder.check(check_call(number, call) for number, call in enumerate(calls))
-        if len(checked) <= STREAMED_BATCH or not builder.plain:
-            jobs = builder.build(checked)
+        calls = list(calls)
+        if len(calls) <= STREAMED_BATCH or not builder.plain:
+            # Every call is checked before anything is written, so a bad one leaves the
+            # caller's transaction as it was.
+            jobs = builder.build(
+                builder.check(check_call(number, call) for number, call in enumerate(calls))
+            )
             self._insert(jobs)
             return [self._result_for(task, job) for job in jobs]
-        # Many plain jobs go in batches, each built while the database writes the last one.
+        # Many plain jobs go in batches, each checked and built while the database writes
+        # the last one. A bad call raises from inside the write's savepoint (or its own
+        # transaction), which undoes the batches before it: the caller's transaction is
+        # left as it was all the same.
         results: list[TaskResult] = []
 
         def batches() -> Iterator[list[NewJob]]:
-            for start in range(0, len(checked), STREAMED_BATCH):
-                jobs = builder.build(checked[start : start + STREAMED_BATCH])
+            for start in range(0, len(calls), STREAMED_BATCH):
+                checked = builder.check(
+                    check_call(start + number, call)
+                    for number, call in enumerate(calls[start : start + STREAMED_BATCH])
+                )
+                jobs = builder.build(checked)
                 yield jobs
                 results.extend(self._result(task, job) for job in jobs)
 

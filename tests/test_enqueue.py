@@ -1,6 +1,7 @@
 """The enqueue write path: rows written, transactions, bulk enqueue, and bad input."""
 
 import re
+from contextlib import nullcontext
 from copy import copy
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -345,6 +346,26 @@ def test_enqueue_many_of_more_than_a_batch_with_a_bad_call_in_the_last_batch_sto
         with pytest.raises(SerializationError, match=r"^Argument #1 \(positional\) of task"):
             tasks.add.enqueue_many(calls)
         Order.objects.create(reference="kept too")  # the caller's transaction is still usable
+    assert later_row_counts() == before
+    assert Order.objects.count() == 2
+
+
+@committing
+@pytest.mark.parametrize("inside_a_transaction", [True, False])
+def test_a_call_of_the_wrong_shape_in_a_later_batch_is_named_and_stores_nothing(
+    inside_a_transaction,
+):
+    # Batches after the first are checked while the ones before are written: the error
+    # still names the call by its place in the whole list, and nothing is kept.
+    calls: list = [((i, i), {}) for i in range(MANY)]
+    bad = STREAMED_BATCH + 3
+    calls[bad] = ((1,), None)
+    before = later_row_counts()
+    with transaction.atomic() if inside_a_transaction else nullcontext():
+        Order.objects.create(reference="kept")
+        with pytest.raises(InvalidCall, match=rf"^enqueue_many: calls\[{bad}\] has kwargs None"):
+            tasks.add.enqueue_many(calls)
+        Order.objects.create(reference="kept too")
     assert later_row_counts() == before
     assert Order.objects.count() == 2
 

@@ -47,8 +47,10 @@ def insert_batches(namespace: str, batches: Iterable[Sequence[NewJob]], *, using
     On PostgreSQL each batch's statement is sent without waiting for the last
     one's result (pipeline mode), so the server writes one batch while the
     caller builds the next. A bulk enqueue then takes about as long as the
-    slower of the two, not their sum. An error is raised before this returns,
-    and the transaction (the caller's, or one of its own) is then unusable.
+    slower of the two, not their sum. Inside a caller's transaction the batches
+    go in a savepoint: an error raised while they are written or built (a bad
+    call found by the caller's check of a later batch) undoes them all and
+    leaves the caller's transaction usable.
     """
-    with write_transaction(using, savepoint=False, hot=True) as cursor:
+    with write_transaction(using, savepoint=True, hot=True) as cursor:
         dialect(cursor.db).insert_batches(cursor, namespace, batches)
