@@ -23,7 +23,7 @@ from django.utils import timezone
 from ..aliases import options_of
 from ..conf import later_settings, renewal_interval
 from ..db import limit_idle_transactions, retrying
-from ..engine.claiming import BATCH, Claimed, claim, unheld
+from ..engine.claiming import BATCH, Claimed, Claims, claim, unheld
 from ..engine.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome
 from ..exceptions import LaterError
 from ..states import Stage
@@ -158,10 +158,8 @@ class Worker:
         # its id is new.
         self.unheld_at = self._next_unheld_look()
         self.claim_at = 0  # room the main loop waits for before it claims (under lock)
-        # Of the last claim (main thread): the ids of the jobs the delivery queue gave, and
-        # whether claiming again at once may find more (see _claim).
-        self.queue_claimed: list[str] = []
-        self.left_over = True
+        # What the delivery queue gave the claim under way (main thread; see _claim).
+        self.queue_claims: Claims | None = None
         self.waiting_until = math.inf  # when the main loop's current wait ends (under lock)
         self.metrics = MetricsBatch()
         self.counts = config.counts
@@ -318,8 +316,7 @@ class Worker:
                 claimed: list[Claimed] = []
                 more = False
                 if can_claim:
-                    claimed = self._claim(free)
-                    more = self.left_over
+                    claimed, more = self._claim(free)
                     self._database_back()
                 if time.monotonic() >= self.unheld_at:
                     found = self._take_unheld()
@@ -399,7 +396,7 @@ class Worker:
         with self.lock:
             return not self.running and self.outcomes.unstored == 0
 
-    def _claim_queue(self, free: int) -> list[Claimed]:
+    def _claim_queue(self, free: int) -> Claims:
         claimed = retrying(
             lambda: claim(
                 self.namespace,
@@ -415,24 +412,24 @@ class Worker:
         )
         # Handed to the slots at once, so they start while partition heads are looked for.
         self._take(claimed)
-        self.queue_claimed = [item.job_id for item in claimed]
-        self.left_over = claimed.left_over
+        self.queue_claims = claimed
         return claimed
 
-    def _claim(self, free: int) -> list[Claimed]:
-        """Claim up to ``free`` jobs and hand them to the slots.
-
-        Sets ``left_over``: whether claiming again at once may find more. Only when
-        the delivery queue's claim said so, or partition heads were taken (whose
-        claim does not tell).
-        """
-        self.queue_claimed, self.left_over = [], True
+    def _claim(self, free: int) -> tuple[list[Claimed], bool]:
+        """Claim up to ``free`` jobs and hand them to the slots; and whether claiming again
+        at once may find more: only when the delivery queue's claim said so, or partition
+        heads were taken (whose claim does not tell)."""
+        self.queue_claims = None
         claimed = self.topics.claim(free, self._claim_queue)  # heads and commands in turns
-        if len(claimed) > len(self.queue_claimed):
-            taken = set(self.queue_claimed)
+        queue, self.queue_claims = self.queue_claims, None
+        if queue is None:  # the queue's step did not run, or failed after the heads' step
+            self._take(claimed)
+            return claimed, True
+        if len(claimed) > len(queue):
+            taken = {item.job_id for item in queue}
             self._take([item for item in claimed if item.job_id not in taken])
-            self.left_over = True
-        return claimed
+            return claimed, True
+        return claimed, queue.left_over
 
     def _take_unheld(self) -> list[Claimed]:
         """Run the jobs leased to this worker that it does not hold (see ``unheld``).
