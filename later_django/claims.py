@@ -19,6 +19,7 @@ from django.utils import timezone
 from .db import connection_for, from_db, placeholders, write_transaction
 from .exceptions import PayloadDecodeError
 from .records import Attempt, JobRecord, job_key, to_micros
+from .sql import dialect
 from .sql.shared import stored_record
 
 logger = logging.getLogger(__name__)
@@ -111,8 +112,10 @@ def store_lost_attempts(namespace: str, lost: list[Claimed], using: str) -> None
         record.attempts.append(current)
     try:
         with write_transaction(using) as cursor:
-            cursor.executemany(
-                "UPDATE later_storage SET value = %s WHERE namespace = %s AND key = %s", rows
+            dialect(cursor.db).execute_each(
+                cursor,
+                "UPDATE later_storage SET value = %s WHERE namespace = %s AND key = %s",
+                rows,
             )
     except DatabaseError as e:
         logger.warning(

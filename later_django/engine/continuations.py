@@ -171,7 +171,8 @@ def release_children(cursor: Any, namespace: str, parents: list[str], now: datet
         if stage == Stage.ENQUEUED and topic is None
     ]
     if commands:
-        cursor.executemany(
+        dialect(cursor.db).execute_each(
+            cursor,
             "INSERT INTO later_delivery_queue "
             "(namespace, queue_name, job_id, priority, available_at, enqueued_at) "
             "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, job_id) DO NOTHING",
@@ -244,7 +245,8 @@ def _cancel(
         record.cancel_reason = reasons[job_id]
         record.finished_at = to_micros(now)
         updates.append((record.encode(), expiry, namespace, key))
-    cursor.executemany(
+    dialect(cursor.db).execute_each(
+        cursor,
         "UPDATE later_storage SET value = %s, date_expire = %s WHERE namespace = %s AND key = %s",
         updates,
     )

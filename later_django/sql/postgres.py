@@ -316,6 +316,13 @@ def mark_parents(cursor: Any, namespace: str, ids: list[str], now: datetime) -> 
     return cursor.fetchall()
 
 
+def execute_each(cursor: Any, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+    """One round trip a row, never a pipeline: between two statements the session is
+    idle in its transaction, where the idle-transaction limit can end it."""
+    for row in rows:
+        cursor.execute(statement, row)
+
+
 def notify_queued(cursor: Any, namespace: str) -> None:
     cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, namespace])
 

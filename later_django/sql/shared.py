@@ -186,6 +186,16 @@ class Dialect(Protocol):
         ids stored and the ids left for a transaction (children to settle, or a cancel
         to honour)."""
 
+    def execute_each(self, cursor: Any, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run ``statement`` once per row of parameters, in the cursor's transaction.
+
+        What ``executemany`` does, except that on PostgreSQL each statement is sent
+        and answered before the next: psycopg's ``executemany`` runs in pipeline
+        mode, where the server waits for the rest of the pipeline without counting
+        the wait as idle, so a worker stopped in the middle would keep the
+        transaction's row locks past the idle-transaction limit (``db.py``).
+        """
+
     def notify_queued(self, cursor: Any, namespace: str) -> None:
         """Wake the namespace's idle workers at once (at commit) for jobs just made
         runnable, if the database can; otherwise they look soon. The enqueue and

@@ -187,6 +187,10 @@ def mark_parents(cursor: Any, namespace: str, ids: list[str], now: datetime) -> 
     return cursor.fetchall()
 
 
+def execute_each(cursor: Any, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+    cursor.executemany(statement, rows)
+
+
 def notify_queued(cursor: Any, namespace: str) -> None:
     """Nothing to send: idle SQLite workers watch the database for commits."""
 

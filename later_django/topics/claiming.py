@@ -189,7 +189,8 @@ def _skip(cursor: Any, namespace: str, ended: list[tuple], now) -> None:
     Such a head was cancelled while queued, or was left by an outcome that
     could not advance it while a producer held its partition's sequence row.
     """
-    cursor.executemany(
+    dialect(cursor.db).execute_each(
+        cursor,
         f"DELETE FROM later_partition_job WHERE {PARTITION} AND sequence = %s",
         [(namespace, r[1], r[2], r[3]) for r in ended],
     )

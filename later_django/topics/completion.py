@@ -119,15 +119,17 @@ def settle(
                     head.job_id,
                 )
     if released:
-        cursor.executemany(
-            f"UPDATE later_partition_lease SET expires_at = %s WHERE {PARTITION}", released
+        dialect(cursor.db).execute_each(
+            cursor, f"UPDATE later_partition_lease SET expires_at = %s WHERE {PARTITION}", released
         )
     if kept:
-        cursor.executemany(
+        dialect(cursor.db).execute_each(
+            cursor,
             f"UPDATE later_partition_head SET available_at = %s WHERE {PARTITION}",
             [(to_db(connection, at), namespace, h.topic, h.partition) for h, at in kept],
         )
-        cursor.executemany(
+        dialect(cursor.db).execute_each(
+            cursor,
             f"UPDATE later_partition_job SET available_at = %s WHERE {PARTITION} AND sequence = %s",
             [
                 (to_db(connection, at), namespace, h.topic, h.partition, h.sequence)
@@ -135,7 +137,8 @@ def settle(
             ],
         )
     if finished:
-        cursor.executemany(
+        dialect(cursor.db).execute_each(
+            cursor,
             f"DELETE FROM later_partition_job WHERE {PARTITION} AND sequence = %s",
             [(namespace, h.topic, h.partition, h.sequence) for h in finished],
         )
@@ -167,7 +170,8 @@ def advance(
     sql = dialect(connection)
     busy = sql.held_partitions(cursor, namespace, places)
     if busy:
-        cursor.executemany(
+        dialect(cursor.db).execute_each(
+            cursor,
             f"UPDATE later_partition_head SET available_at = %s WHERE {PARTITION}",
             [(to_db(connection, now), namespace, *place) for place in busy],
         )
@@ -178,7 +182,8 @@ def advance(
     rows = sql.next_rows(cursor, namespace, places, now)
     following = {(row[0], row[1]): row[2:] for row in rows}
     if following:
-        cursor.executemany(
+        dialect(cursor.db).execute_each(
+            cursor,
             "UPDATE later_partition_head SET sequence = %s, job_id = %s, available_at = %s "
             f"WHERE {PARTITION}",
             [(*row, namespace, *place) for place, row in following.items()],
@@ -186,11 +191,13 @@ def advance(
         steps.update((place, "advanced") for place in following)
     emptied = [place for place in places if place not in following]
     if emptied:
-        cursor.executemany(
+        dialect(cursor.db).execute_each(
+            cursor,
             f"DELETE FROM later_partition_head WHERE {PARTITION}",
             [(namespace, *place) for place in emptied],
         )
-        cursor.executemany(
+        dialect(cursor.db).execute_each(
+            cursor,
             f"UPDATE later_partition_lease SET owner = NULL, expires_at = NULL WHERE {PARTITION}",
             [(namespace, *place) for place in emptied],
         )

@@ -48,7 +48,8 @@ def promote_due(
         if not due:
             return []
         ids = [row[0] for row in due]
-        cursor.executemany(
+        dialect(cursor.db).execute_each(
+            cursor,
             "INSERT INTO later_delivery_queue "
             "(namespace, queue_name, job_id, priority, available_at, enqueued_at) "
             "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, job_id) DO NOTHING",
@@ -136,7 +137,8 @@ def reconcile_stage_counts(namespace: str, *, using: str) -> dict[str, int]:
         # Deltas of this namespace are all older than the lock: the recount replaces them.
         cursor.execute("DELETE FROM later_stage_count_delta WHERE namespace = %s", [namespace])
         stages = sorted(set(counts) | set(Stage))
-        cursor.executemany(
+        dialect(cursor.db).execute_each(
+            cursor,
             "INSERT INTO later_stage_counts (namespace, stage, count) VALUES (%s, %s, %s) "
             "ON CONFLICT (namespace, stage) DO UPDATE SET count = excluded.count",
             [(namespace, stage, counts.get(stage, 0)) for stage in stages],

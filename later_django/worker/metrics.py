@@ -7,6 +7,7 @@ from collections import Counter
 from datetime import datetime
 
 from ..db import connection_for, to_db, write_transaction
+from ..sql import dialect
 
 # Upper bounds (ms) of the queue-wait histogram bins; the last bin is open-ended.
 WAIT_BINS_MS = (
@@ -80,7 +81,8 @@ class MetricsBatch:
         try:
             with write_transaction(using) as cursor:
                 if transitions:
-                    cursor.executemany(
+                    dialect(cursor.db).execute_each(
+                        cursor,
                         "INSERT INTO later_job_transition_metrics "
                         "(namespace, stage, bucket, count) VALUES (%s, %s, %s, %s) "
                         "ON CONFLICT (namespace, stage, bucket) "
@@ -91,7 +93,8 @@ class MetricsBatch:
                         ],
                     )
                 if waits:
-                    cursor.executemany(
+                    dialect(cursor.db).execute_each(
+                        cursor,
                         "INSERT INTO later_job_wait_metrics "
                         "(namespace, mode, bucket, le_ms, count) VALUES (%s, %s, %s, %s, %s) "
                         "ON CONFLICT (namespace, mode, bucket, le_ms) "

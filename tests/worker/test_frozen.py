@@ -16,6 +16,7 @@ from django.db import connection, connections, transaction
 from django.test import override_settings
 
 from later_django.db import limit_idle_transactions
+from later_django.sql import dialect
 from later_django.storage import is_transient
 from tests import tasks
 from tests.conftest import stop_inside_a_transaction, wait_for
@@ -80,6 +81,50 @@ def test_threads_without_a_limit_keep_their_transactions():
 
     assert waited >= 1.4, waited
     assert errors == []
+
+
+def test_a_thread_stopped_between_two_statements_of_a_batch_loses_its_session_and_locks():
+    """The engine's batches of one statement over many rows (``execute_each``) send each
+    statement alone. psycopg's ``executemany`` pipelines them: stopped in between, the
+    session waits for the rest of the pipeline, which the server does not count as
+    idle, and keeps the locks for as long as the thread stays stopped."""
+    row = Execution.objects.create(kind="row", value="", pid=0, at=0)
+    table = Execution._meta.db_table
+    errors: list[BaseException] = []
+    locked = threading.Event()
+
+    def rows():
+        yield (row.pk,)
+        locked.set()
+        time.sleep(3)  # as if the process were stopped between two statements
+        yield (row.pk,)
+
+    def run() -> None:
+        try:
+            limit_idle_transactions("default", 0.5)
+            with transaction.atomic(), connection.cursor() as cursor:
+                dialect(connection).execute_each(
+                    cursor, f"UPDATE {table} SET at = at + 1 WHERE id = %s", rows()
+                )
+        except Exception as e:  # noqa: BLE001  (the test looks at it)
+            errors.append(e)
+        finally:
+            limit_idle_transactions("default", None)
+            connections.close_all()
+            locked.set()
+
+    holder = threading.Thread(target=run)
+    holder.start()
+    assert locked.wait(10)
+    time.sleep(0.1)  # the first statement has reached the server
+    waited = seconds_to_lock()
+    holder.join()
+
+    assert waited < 2, waited  # the lock went with the session, not after the 3 s stop
+    assert len(errors) == 1, errors
+    assert is_transient(errors[0]), errors[0]
+    row.refresh_from_db()
+    assert row.at == 0  # the stopped batch rolled back whole
 
 
 def test_the_limit_can_be_turned_off_for_transaction_poolers():
