@@ -9,5 +9,8 @@ class LaterConfig(AppConfig):
 
     def ready(self) -> None:
         # The system checks; tasks_api also registers the backport's checks and receivers.
-        from . import checks, tasks_api  # noqa: F401
+        # The backend, the engine and their libraries load with the app rather than at a
+        # process's first enqueue, which would otherwise wait about 50 ms for them (the
+        # first request of each web process, the first call of a script).
+        from . import backend, checks, tasks_api  # noqa: F401
         from .topics import receivers  # noqa: F401  (registers topics after migrate)
