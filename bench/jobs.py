@@ -298,12 +298,12 @@ def bulk_floor(connection, n: int, batch: int = 5000) -> float:
     from datetime import UTC, datetime
 
     from django.db import transaction
-    from ulid import ULID
+    from ulid_transform import ulid_now
 
     now = datetime.now(UTC)
     at = now.isoformat(" ") if connection.vendor == "sqlite" else now
     value = bytes(80)  # about a no-op job's encoded record
-    ids = [str(ULID()) for _ in range(n)]
+    ids = [ulid_now().lower() for _ in range(n)]
     index_columns = (
         "namespace, job_id, task_path, queue_name, priority, stage, revision, attempts, "
         "enqueued_at, run_at, transitioned_at"

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgpack
 from django.utils import timezone
-from ulid import ULID
+from ulid_transform import ulid_now
 
 from .db import django_time
 from .exceptions import PayloadDecodeError, SerializationError
@@ -24,8 +24,12 @@ RECORD_VERSION = 1
 
 
 def new_job_id() -> str:
-    """A lower-case ULID: unique, and sortable by creation time."""
-    return str(ULID()).lower()
+    """A lower-case ULID: unique, and sortable by creation time to the millisecond.
+
+    Made in C (``ulid_transform``): a pure-Python ULID cost about 4 µs, a fifth
+    of what a job of a large ``enqueue_many`` costs its caller.
+    """
+    return ulid_now().lower()
 
 
 def job_key(job_id: str) -> str:

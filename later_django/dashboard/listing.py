@@ -162,7 +162,7 @@ def continuations(
     rows = list(
         JobIndexRow.objects.using(scope.database)
         .filter(namespace=scope.namespace, parent_job_id=job_id)
-        .order_by("job_id")[: limit + 1]
+        .order_by("id")[: limit + 1]
     )
     return rows[:limit], len(rows) > limit
 
