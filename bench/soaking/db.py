@@ -158,7 +158,19 @@ class SoakDatabase:
             "WHERE l.namespace = %s AND l.owner = %s",
             [NAMESPACE, worker_id],
         )
-        return f"jobs {jobs}; partitions {partitions}"
+        detail = f"jobs {jobs}; partitions {partitions}"
+        if not self.sqlite:
+            # Sessions in a transaction for over a second: what may hold those rows' locks
+            # (a frozen worker's session ends once its transaction idles for a lease).
+            long = self.rows(
+                "SELECT pid, state, wait_event_type, wait_event, "
+                "round(extract(epoch FROM now() - xact_start)::numeric, 1), "
+                "pg_blocking_pids(pid), left(query, 100) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND xact_start < now() - interval '1 second' ORDER BY xact_start"
+            )
+            detail += f"; transactions over 1 s {long}"
+        return detail
 
     def held(self, worker_id: str) -> tuple[int, int]:
         """Jobs leased to ``worker_id``, and partitions it leases that have a head to run."""
