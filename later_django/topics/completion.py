@@ -170,7 +170,7 @@ def advance(
     sql = dialect(connection)
     busy = sql.held_partitions(cursor, namespace, places)
     if busy:
-        dialect(cursor.db).execute_each(
+        sql.execute_each(
             cursor,
             f"UPDATE later_partition_head SET available_at = %s WHERE {PARTITION}",
             [(to_db(connection, now), namespace, *place) for place in busy],
@@ -182,7 +182,7 @@ def advance(
     rows = sql.next_rows(cursor, namespace, places, now)
     following = {(row[0], row[1]): row[2:] for row in rows}
     if following:
-        dialect(cursor.db).execute_each(
+        sql.execute_each(
             cursor,
             "UPDATE later_partition_head SET sequence = %s, job_id = %s, available_at = %s "
             f"WHERE {PARTITION}",
@@ -191,12 +191,12 @@ def advance(
         steps.update((place, "advanced") for place in following)
     emptied = [place for place in places if place not in following]
     if emptied:
-        dialect(cursor.db).execute_each(
+        sql.execute_each(
             cursor,
             f"DELETE FROM later_partition_head WHERE {PARTITION}",
             [(namespace, *place) for place in emptied],
         )
-        dialect(cursor.db).execute_each(
+        sql.execute_each(
             cursor,
             f"UPDATE later_partition_lease SET owner = NULL, expires_at = NULL WHERE {PARTITION}",
             [(namespace, *place) for place in emptied],

@@ -10,6 +10,7 @@ limited.
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.db import connection, connections, transaction
@@ -28,18 +29,18 @@ pytestmark = [pytest.mark.django_db(transaction=True), postgres_only]
 LEASE = 2  # lease_seconds of the test backend (tests/settings.py)
 
 
-def idle_holder(limit: float | None, hold: float, errors: list[BaseException]) -> threading.Thread:
-    """A thread that locks the one Execution row, then idles in its transaction for ``hold``."""
+def holding_thread(
+    limit: float | None, work: Callable[[threading.Event], None], errors: list[BaseException]
+) -> threading.Thread:
+    """A thread that runs ``work`` in a transaction, its idle limit ``limit``; ``work``
+    sets the event once it holds the one Execution row's lock."""
     locked = threading.Event()
 
     def run() -> None:
         try:
             limit_idle_transactions("default", limit)
             with transaction.atomic():
-                Execution.objects.select_for_update().get()
-                locked.set()
-                time.sleep(hold)
-                Execution.objects.count()
+                work(locked)
         except Exception as e:  # noqa: BLE001  (the test looks at it)
             errors.append(e)
         finally:
@@ -51,6 +52,18 @@ def idle_holder(limit: float | None, hold: float, errors: list[BaseException]) -
     thread.start()
     assert locked.wait(10)
     return thread
+
+
+def idle_holder(limit: float | None, hold: float, errors: list[BaseException]) -> threading.Thread:
+    """A thread that locks the one Execution row, then idles in its transaction for ``hold``."""
+
+    def work(locked: threading.Event) -> None:
+        Execution.objects.select_for_update().get()
+        locked.set()
+        time.sleep(hold)
+        Execution.objects.count()
+
+    return holding_thread(limit, work, errors)
 
 
 def seconds_to_lock() -> float:
@@ -91,34 +104,22 @@ def test_a_thread_stopped_between_two_statements_of_a_batch_loses_its_session_an
     row = Execution.objects.create(kind="row", value="", pid=0, at=0)
     table = Execution._meta.db_table
     errors: list[BaseException] = []
-    locked = threading.Event()
 
-    def rows():
-        yield (row.pk,)
-        locked.set()
-        time.sleep(3)  # as if the process were stopped between two statements
-        yield (row.pk,)
-
-    def run() -> None:
-        try:
-            limit_idle_transactions("default", 0.5)
-            with transaction.atomic(), connection.cursor() as cursor:
-                dialect(connection).execute_each(
-                    cursor, f"UPDATE {table} SET at = at + 1 WHERE id = %s", rows()
-                )
-        except Exception as e:  # noqa: BLE001  (the test looks at it)
-            errors.append(e)
-        finally:
-            limit_idle_transactions("default", None)
-            connections.close_all()
+    def work(locked: threading.Event) -> None:
+        def rows() -> Iterator[tuple[int]]:
+            yield (row.pk,)
             locked.set()
+            time.sleep(3)  # as if the process were stopped between two statements
+            yield (row.pk,)
 
-    holder = threading.Thread(target=run)
-    holder.start()
-    assert locked.wait(10)
+        with connection.cursor() as cursor:
+            statement = f"UPDATE {table} SET at = at + 1 WHERE id = %s"
+            dialect(connection).execute_each(cursor, statement, rows())
+
+    stopped = holding_thread(0.5, work, errors)
     time.sleep(0.1)  # the first statement has reached the server
     waited = seconds_to_lock()
-    holder.join()
+    stopped.join()
 
     assert waited < 2, waited  # the lock went with the session, not after the 3 s stop
     assert len(errors) == 1, errors
