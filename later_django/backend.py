@@ -20,7 +20,7 @@ from .engine.continuations import insert_continuations
 from .engine.enqueue import STREAMED_BATCH, NewJob, insert_batches, insert_jobs
 from .exceptions import InvalidArgument, InvalidCall
 from .options import validate_name
-from .records import JobRecord, check_arguments, new_job_id, to_micros
+from .records import JobRecord, NewRecords, check_arguments, new_job_id, to_micros
 from .results import UnavailableTask, load_result
 from .states import STATUS, Stage
 from .tasks_api import (
@@ -154,16 +154,23 @@ class JobBuilder:
         return [check_arguments(self.task_path, args, kwargs) for args, kwargs in calls]
 
     def build(self, checked: Iterable[tuple[list[Any], dict[str, Any]]]) -> list[NewJob]:
-        """The jobs of calls whose arguments passed :meth:`check`."""
+        """The jobs of calls whose arguments passed :meth:`check`.
+
+        Plain jobs get their record's bytes now, with what the calls share packed
+        once (ordered jobs and continuations have fields filled in later).
+        """
         jobs = []
+        shared = self.shared
+        records = NewRecords(JobRecord(id="", args=[], kwargs={}, **shared)) if self.plain else None
         for args, kwargs in checked:
-            record = JobRecord(id=new_job_id(), args=args, kwargs=kwargs, **self.shared)
+            record = JobRecord(id=new_job_id(), args=args, kwargs=kwargs, **shared)
             jobs.append(
                 NewJob(
                     record=record,
                     stage=self.stage,
                     run_at=self.run_at,
                     enqueued_at=self.enqueued_at,
+                    value=records.encode(record) if records is not None else None,
                 )
             )
         return jobs

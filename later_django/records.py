@@ -122,6 +122,9 @@ class JobRecord:
         return [a.worker_id for a in self.attempts]
 
     def encode(self) -> bytes:
+        return pack(self._stored_fields(), what=f"job {self.id}")
+
+    def _stored_fields(self) -> dict[str, Any]:
         # A shallow copy of the fields: dataclasses.asdict deep-copies every value and
         # was the costliest step of storing an outcome, and a copy costs less than
         # reading the fields one by one.
@@ -137,7 +140,7 @@ class JobRecord:
         data["attempts"] = [a.__dict__ for a in self.attempts]
         data["errors"] = [e.__dict__ for e in self.errors]
         data["v"] = RECORD_VERSION
-        return pack(data, what=f"job {self.id}")
+        return data
 
     @classmethod
     def decode(cls, raw: bytes, *, job_id: str = "?") -> JobRecord:
@@ -161,6 +164,62 @@ class JobRecord:
 
 _RECORD_FIELDS = tuple(JobRecord.__dataclass_fields__)
 _RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
+
+# The fields in which the new jobs of one enqueue call differ.
+_PER_CALL = ("id", "args", "kwargs")
+
+
+class NewRecords:
+    """Encodes the records of one enqueue call's new jobs, byte for byte as
+    :meth:`JobRecord.encode` does, with what they share packed once.
+
+    A new record's fields but its id and arguments are the same for every job
+    of a call, and packing a map of two dozen fields was the largest part of a
+    bulk enqueue's work per job (4.4 µs); this packs three values between the
+    shared bytes (0.4 µs). Not for sharing between threads (it holds one packer).
+    """
+
+    def __init__(self, model: JobRecord) -> None:
+        self._packer = msgpack.Packer(use_bin_type=True)
+        fields = model._stored_fields()
+        parts: list[bytes | str] = [self._packer.pack_map_header(len(fields))]
+        for name, value in fields.items():
+            parts.append(pack(name, what="a record's field name"))
+            parts.append(name if name in _PER_CALL else pack(value, what=f"job field {name}"))
+        merged: list[bytes | str] = []
+        for part in parts:  # neighbouring constant parts as one
+            if isinstance(part, bytes) and merged and isinstance(merged[-1], bytes):
+                merged[-1] += part
+            else:
+                merged.append(part)
+        # The record's fields start with its id, then come its arguments (the dataclass's
+        # order): shared bytes, id, shared bytes, args, shared bytes, kwargs, shared bytes.
+        if [p for p in merged if isinstance(p, str)] != list(_PER_CALL) or len(merged) != 7:
+            raise RuntimeError(
+                f"JobRecord's fields are not laid out as NewRecords expects: {merged}"
+            )
+        self._shared = tuple(p for p in merged if isinstance(p, bytes))
+
+    def encode(self, record: JobRecord) -> bytes:
+        """The bytes of ``record``, which must differ from the model only in its id,
+        args and kwargs."""
+        head, before_args, before_kwargs, tail = self._shared
+        pack_one = self._packer.pack
+        try:
+            return b"".join(
+                (
+                    head,
+                    pack_one(record.id),
+                    before_args,
+                    pack_one(record.args),
+                    before_kwargs,
+                    pack_one(record.kwargs),
+                    tail,
+                )
+            )
+        except (TypeError, ValueError, OverflowError) as e:
+            self._packer.reset()
+            raise SerializationError(f"job {record.id} cannot be stored as msgpack: {e}.") from e
 
 
 def storable_text(text: str) -> str:
@@ -207,12 +266,7 @@ def check_value(value: Any, *, name: str, task_path: str) -> Any:
     Task arguments must survive both JSON (Django's TaskResult normalises them)
     and msgpack (the stored record); the error names the argument.
     """
-    kind = type(value)
-    if (
-        value is None
-        or kind is bool
-        or (kind is int and _MSGPACK_INT_MIN <= value <= _MSGPACK_INT_MAX)
-    ):
+    if _plain_scalar(value):
         return value  # the common scalars: nothing to normalise, and both formats carry them
     try:
         normalized = normalize_json(value)
@@ -227,13 +281,32 @@ def check_value(value: Any, *, name: str, task_path: str) -> Any:
 
 
 def check_arguments(task_path: str, args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
-    checked_args = [
-        check_value(v, name=f"#{i} (positional)", task_path=task_path) for i, v in enumerate(args)
-    ]
+    """``args`` and ``kwargs`` as stored, or SerializationError naming the bad one.
+
+    The common scalars pass without a call, and an argument's name is only
+    spelled out for a value that needs a closer look: a bulk enqueue checks
+    every argument of thousands of calls.
+    """
+    checked_args = []
+    for i, value in enumerate(args):
+        if not _plain_scalar(value):
+            value = check_value(value, name=f"#{i} (positional)", task_path=task_path)
+        checked_args.append(value)
     checked_kwargs = {}
     for key, value in kwargs.items():
-        checked_kwargs[key] = check_value(value, name=f"{key!r}", task_path=task_path)
+        if not _plain_scalar(value):
+            value = check_value(value, name=f"{key!r}", task_path=task_path)
+        checked_kwargs[key] = value
     return checked_args, checked_kwargs
+
+
+def _plain_scalar(value: Any) -> bool:
+    kind = type(value)
+    return (
+        value is None
+        or kind is bool
+        or (kind is int and _MSGPACK_INT_MIN <= value <= _MSGPACK_INT_MAX)
+    )
 
 
 def _short(value: Any) -> str:

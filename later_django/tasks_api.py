@@ -158,24 +158,49 @@ def new_result(
     worker_ids: list[str],
 ) -> TaskResult:
     """``TaskResult(...)`` for arguments that ``normalize_json`` has already passed."""
-    values = (
-        task,
-        id,
-        status,
-        enqueued_at,
-        started_at,
-        finished_at,
-        last_attempted_at,
-        args,
-        kwargs,
-        backend,
-        errors,
-        worker_ids,
-    )
     if _SETTERS is None:
-        fields: dict[str, Any] = dict(zip(_RESULT_FIELDS[:-1], values, strict=True))
-        return TaskResult(**fields)
+        return TaskResult(
+            task=task,
+            id=id,
+            status=status,
+            enqueued_at=enqueued_at,
+            started_at=started_at,
+            finished_at=finished_at,
+            last_attempted_at=last_attempted_at,
+            args=args,
+            kwargs=kwargs,
+            backend=backend,
+            errors=errors,
+            worker_ids=worker_ids,
+        )
+    # One call per field, written out: a loop over the setters cost twice as much.
+    (
+        set_task,
+        set_id,
+        set_status,
+        set_enqueued_at,
+        set_started_at,
+        set_finished_at,
+        set_last_attempted_at,
+        set_args,
+        set_kwargs,
+        set_backend,
+        set_errors,
+        set_worker_ids,
+        set_return_value,
+    ) = _SETTERS
     result = object.__new__(TaskResult)
-    for set_field, value in zip(_SETTERS, (*values, None), strict=True):  # no return value
-        set_field(result, value)
+    set_task(result, task)
+    set_id(result, id)
+    set_status(result, status)
+    set_enqueued_at(result, enqueued_at)
+    set_started_at(result, started_at)
+    set_finished_at(result, finished_at)
+    set_last_attempted_at(result, last_attempted_at)
+    set_args(result, args)
+    set_kwargs(result, kwargs)
+    set_backend(result, backend)
+    set_errors(result, errors)
+    set_worker_ids(result, worker_ids)
+    set_return_value(result, None)  # no return value yet
     return result

@@ -1,8 +1,10 @@
 """The stored job record: what ``JobRecord.encode`` writes and ``decode`` reads back."""
 
 import msgpack
+import pytest
 
-from later_django.records import RECORD_VERSION, Attempt, ErrorEntry, JobRecord, Note
+from later_django.exceptions import SerializationError
+from later_django.records import RECORD_VERSION, Attempt, ErrorEntry, JobRecord, NewRecords, Note
 
 
 def plain_record(**fields) -> JobRecord:
@@ -48,3 +50,38 @@ def test_every_field_survives_encoding():
     )
     assert JobRecord.decode(record.encode()) == record
     assert JobRecord.decode(plain_record().encode()) == plain_record()
+
+
+def test_new_records_encode_byte_for_byte_as_the_record_does():
+    # A bulk enqueue packs what its jobs share once; a stored record must not depend on
+    # which way it was written.
+    shared = dict(
+        task_path="tests.tasks.add",
+        queue_name="emails",
+        priority=-20,
+        backend="other",
+        enqueued_at=1_700_000_000_000_000,
+        run_after=1_700_000_000_500_000,
+        max_attempts=4,
+        timeout=2.5,
+    )
+    records = NewRecords(JobRecord(id="", args=[], kwargs={}, **shared))
+    calls = [
+        ([], {}),
+        ([1, "two", 3.0, None, True], {"a": [1, {"b": "é" * 300}]}),
+        (["x" * 70_000], {f"k{i}": i for i in range(20)}),
+        ([2**64 - 1, -(2**63)], {"nested": {"deep": [[[]]]}}),
+    ]
+    for number, (args, kwargs) in enumerate(calls):
+        record = JobRecord(id=f"01jbnewrecord{number:013d}", args=args, kwargs=kwargs, **shared)
+        assert records.encode(record) == record.encode()
+        assert JobRecord.decode(records.encode(record)) == record
+
+
+def test_new_records_name_the_job_whose_arguments_cannot_be_packed():
+
+    records = NewRecords(plain_record(id="", args=[], kwargs={}))
+    with pytest.raises(SerializationError, match="job 01jbbad cannot be stored as msgpack"):
+        records.encode(plain_record(id="01jbbad", args=[object()]))
+    good = plain_record(id="01jbgood")
+    assert records.encode(good) == good.encode()  # the packer starts afresh after an error

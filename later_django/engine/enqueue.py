@@ -31,6 +31,12 @@ class NewJob:
     stage: Stage  # as created (states.TRANSITIONS[None]), or cancelled at once
     run_at: datetime
     enqueued_at: datetime
+    # The record's bytes when its builder made them (see records.NewRecords); None
+    # to encode the record as it is when the job is written.
+    value: bytes | None = None
+
+    def encoded(self) -> bytes:
+        return self.value if self.value is not None else self.record.encode()
 
 
 def insert_jobs(namespace: str, jobs: Sequence[NewJob], *, using: str) -> None:

@@ -131,7 +131,7 @@ def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
             {
                 "ns": namespace,
                 "id": job.record.id,
-                "value": job.record.encode(),
+                "value": job.encoded(),
                 "task_path": job.record.task_path,
                 "queue": job.record.queue_name,
                 "priority": job.record.priority,
@@ -151,7 +151,7 @@ def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
             PG_INSERT_ALIKE,
             {
                 "ids": [j.record.id for j in jobs],
-                "values": [j.record.encode() for j in jobs],
+                "values": [j.encoded() for j in jobs],
                 "ns": namespace,
                 "task_path": first.record.task_path,
                 "queue": first.record.queue_name,
@@ -166,7 +166,7 @@ def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
         PG_INSERT,
         [
             [j.record.id for j in jobs],
-            [j.record.encode() for j in jobs],
+            [j.encoded() for j in jobs],
             [j.record.task_path for j in jobs],
             [j.record.queue_name for j in jobs],
             [j.record.priority for j in jobs],

@@ -35,7 +35,7 @@ def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
     times = [(to_db(connection, j.enqueued_at), to_db(connection, j.run_at)) for j in jobs]
     cursor.executemany(
         "INSERT INTO later_storage (namespace, key, value) VALUES (%s, %s, %s)",
-        [(namespace, job_key(j.record.id), j.record.encode()) for j in jobs],
+        [(namespace, job_key(j.record.id), j.encoded()) for j in jobs],
     )
     cursor.executemany(
         f"INSERT INTO later_jobs_index ({INDEX_COLUMNS}) "
