@@ -33,8 +33,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("later_django.worker.runner")
 
 # The writer waits this long at most for outcomes of jobs still running, so that
-# one statement stores a batch rather than each job on its own (group commit).
-GATHER_SECONDS = 0.002
+# one statement (and one commit) stores a batch rather than each job on its own.
+# Each commit the writer spares is CPU the server and the job bodies' own commits
+# get back: with two slots, 20 ms drained a quarter more jobs a second than 2 ms.
+# An ordered job's outcome does not wait: its partition's next job waits on it.
+GATHER_SECONDS = 0.02
 # It stops waiting once this many outcomes are gathered. The worker claims less
 # while more than this many wait (``WRITER_SLACK``), so a batch never waits on
 # a claim that waits on it.
@@ -59,6 +62,8 @@ class OutcomeWriter:
         self.pending: list[Outcome] = []
         self.unstored = 0
         self.unstored_ids: Counter[str] = Counter()  # their jobs, which the worker still holds
+        # An outcome that other work waits on has been handed over since the last gather.
+        self.urgent = False
         self.thread: threading.Thread | None = None
         self.stopping = threading.Event()
         # Set when the thread should stop gathering: a batch is waiting, or nothing runs.
@@ -79,7 +84,10 @@ class OutcomeWriter:
         self.unstored += 1
         self.unstored_ids[outcome.job_id] += 1
         self.outbox.put(outcome)
-        if not self.worker.running or len(self.pending) + self.outbox.qsize() >= OUTCOME_BATCH:
+        if _unblocks_others(outcome):
+            self.urgent = True
+            self.batch_ready.set()
+        elif not self.worker.running or len(self.pending) + self.outbox.qsize() >= OUTCOME_BATCH:
             self.batch_ready.set()
 
     def _run(self) -> None:
@@ -111,7 +119,10 @@ class OutcomeWriter:
         """
         with self.worker.lock:
             self._take_outbox()
-            waiting = bool(self.worker.running) and len(self.pending) < OUTCOME_BATCH
+            waiting = (
+                bool(self.worker.running) and len(self.pending) < OUTCOME_BATCH and not self.urgent
+            )
+            self.urgent = False  # what made it urgent is pending now, and stored next
             if waiting:
                 self.batch_ready.clear()
         if waiting and not self.stopping.is_set():
@@ -238,3 +249,9 @@ class OutcomeWriter:
             if logger.isEnabledFor(level):
                 logger.log(level, "job %s id=%s", outcome.kind, outcome.job_id)
         worker.metrics.transitions(reached, now)
+
+
+def _unblocks_others(outcome: Outcome) -> bool:
+    """Whether other work waits for this outcome to be stored: an ordered job's
+    partition does, and so may a job whose record could not be read."""
+    return outcome.record is None or outcome.record.topic is not None

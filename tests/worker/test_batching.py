@@ -1,6 +1,7 @@
 """How a running worker sizes its claims and outcome statements: whole batches where it can."""
 
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -10,6 +11,7 @@ from later_django.models import JobIndexRow
 from later_django.worker.runner import HOLD_SECONDS, MAX_RESERVE
 from later_django.worker.writer import OUTCOME_BATCH
 from tests import tasks
+from tests.topics import tasks as topic_tasks
 from tests.worker.in_process import burst_worker, run_burst_in_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -66,6 +68,24 @@ def test_outcomes_of_jobs_finishing_close_together_are_stored_by_one_statement()
     # Two batches' worth, give or take a job that finished as a statement began.
     # Storing each outcome as it came would take a statement for each job or two.
     assert len(outcome_statement_sizes(ids)) <= 3
+
+
+def test_an_ordered_jobs_outcome_is_stored_at_once_while_other_jobs_run():
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite's worker stores outcomes in its main loop")
+    slow = tasks.sleep_only.enqueue(2.0)
+    ordered = topic_tasks.step.using(partition_key="k").enqueue("k", 1)
+    worker = burst_worker(concurrency=2)
+    worker.outcomes.gather_seconds = 5.0
+    run_burst_in_process(worker)
+    stored = dict(
+        JobIndexRow.objects.filter(job_id__in=[slow.id, ordered.id]).values_list(
+            "job_id", "transitioned_at"
+        )
+    )
+    # The partition's next job waits for it, so it does not wait for a batch to fill.
+    # Gathered, it would have been stored with the slow job's outcome, at its end.
+    assert stored[slow.id] - stored[ordered.id] > timedelta(seconds=1)
 
 
 def test_a_worker_running_short_jobs_holds_more_claimed_work_than_one_batch():
