@@ -180,12 +180,18 @@ class NewRecords:
     """
 
     def __init__(self, model: JobRecord) -> None:
-        self._packer = msgpack.Packer(use_bin_type=True)
+        self._packer = packer = msgpack.Packer(use_bin_type=True)
         fields = model._stored_fields()
-        parts: list[bytes | str] = [self._packer.pack_map_header(len(fields))]
+        parts: list[bytes | str] = [packer.pack_map_header(len(fields))]
         for name, value in fields.items():
-            parts.append(pack(name, what="a record's field name"))
-            parts.append(name if name in _PER_CALL else pack(value, what=f"job field {name}"))
+            try:
+                parts.append(packer.pack(name))
+                parts.append(name if name in _PER_CALL else packer.pack(value))
+            except (TypeError, ValueError, OverflowError) as e:
+                packer.reset()
+                raise SerializationError(
+                    f"job field {name} cannot be stored as msgpack: {e}."
+                ) from e
         merged: list[bytes | str] = []
         for part in parts:  # neighbouring constant parts as one
             if isinstance(part, bytes) and merged and isinstance(merged[-1], bytes):
