@@ -39,6 +39,12 @@ class Outcome:
         """A release hands the attempt back: its record no longer has it, nor its index row."""
         return -1 if self.kind == RELEASE or self.released else 0
 
+    @property
+    def may_touch_partition(self) -> bool:
+        """Whether storing it can advance a partition head: a topic job's, or one whose
+        record could not be read."""
+        return self.record is None or self.record.topic is not None
+
 
 def plan(outcome: Outcome, now: datetime) -> tuple[Stage, datetime | None, bool]:
     """The stage an outcome moves its job to, its next run time, and whether it is final."""

@@ -92,7 +92,7 @@ def record_outcomes(
 
 def _plain(outcomes: list[Outcome]) -> bool:
     """Whether no outcome can touch a partition head: no topic job, no unreadable record."""
-    return all(o.record is not None and o.record.topic is None for o in outcomes)
+    return not any(o.may_touch_partition for o in outcomes)
 
 
 def _record_with_settling(connection, namespace, owner, plans, now, expire_at, using) -> set[str]:

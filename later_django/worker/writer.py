@@ -68,7 +68,10 @@ class OutcomeWriter:
         self.unstored_ids: Counter[str] = Counter()  # their jobs, which the worker still holds
         # An outcome that other work waits on has been handed over since the last gather.
         self.urgent = False
-        self.waiting_long = False  # the thread waits GATHER_SECONDS for a batch
+        # The last gather waits (or waited) GATHER_SECONDS for a batch. Left set once
+        # it ends: an urgent outcome then sets batch_ready early, which the next
+        # gather clears before it waits.
+        self.waiting_long = False
         self.thread: threading.Thread | None = None
         self.stopping = threading.Event()
         # Set when the thread should stop gathering: a batch is waiting, or nothing runs.
@@ -89,7 +92,7 @@ class OutcomeWriter:
         self.unstored += 1
         self.unstored_ids[outcome.job_id] += 1
         self.outbox.put(outcome)
-        if _unblocks_others(outcome):
+        if outcome.may_touch_partition:  # the partition's next job waits for it
             self.urgent = True
         if (
             (self.urgent and self.waiting_long)
@@ -136,8 +139,6 @@ class OutcomeWriter:
                 self.batch_ready.clear()
         if waiting and not self.stopping.is_set():
             self.batch_ready.wait(seconds)
-        with self.worker.lock:
-            self.waiting_long = False
 
     def store_now(self, timeout: float = 10.0) -> None:
         """Store every outcome handed over so far (waiting for the thread, if there is one)."""
@@ -260,9 +261,3 @@ class OutcomeWriter:
             if logger.isEnabledFor(level):
                 logger.log(level, "job %s id=%s", outcome.kind, outcome.job_id)
         worker.metrics.transitions(reached, now)
-
-
-def _unblocks_others(outcome: Outcome) -> bool:
-    """Whether other work waits for this outcome to be stored: an ordered job's
-    partition does, and so may a job whose record could not be read."""
-    return outcome.record is None or outcome.record.topic is not None

@@ -70,7 +70,7 @@ def test_outcomes_of_jobs_finishing_close_together_are_stored_by_one_statement()
     assert len(outcome_statement_sizes(ids)) <= 3
 
 
-def test_an_ordered_jobs_outcome_is_stored_at_once_while_other_jobs_run():
+def test_an_ordered_jobs_outcome_does_not_wait_for_a_batch_while_other_jobs_run():
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL only: SQLite's worker stores outcomes in its main loop")
     slow = tasks.sleep_only.enqueue(2.0)
