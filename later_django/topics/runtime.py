@@ -145,10 +145,15 @@ class TopicParticipation:
         self.hint_at = time.monotonic()
 
     def heartbeat(self) -> None:
-        """Renew the partition leases of the heads this worker is running."""
+        """Renew the partition leases of the heads this worker is running, and of those
+        whose outcomes it has not yet stored (the database may be refusing them): until it
+        is stored, a finished head's partition is still this worker's, and a lease lapsed
+        meanwhile would let another worker run the head again."""
         worker = self.worker
         with worker.lock:
-            busy = any(isinstance(r.item, PartitionClaimed) for r in worker.running.values())
+            busy = bool(worker.outcomes.unstored_heads) or any(
+                isinstance(r.item, PartitionClaimed) for r in worker.running.values()
+            )
         if busy:
             retrying(
                 lambda: upkeep.renew(

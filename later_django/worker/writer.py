@@ -66,6 +66,9 @@ class OutcomeWriter:
         self.pending: list[Outcome] = []
         self.unstored = 0
         self.unstored_ids: Counter[str] = Counter()  # their jobs, which the worker still holds
+        # Those of them that may be partition heads: their partitions stay leased to this
+        # worker until they are stored, so the topics heartbeat renews those leases.
+        self.unstored_heads: Counter[str] = Counter()
         # An outcome that other work waits on has been handed over since the last gather.
         self.urgent = False
         # The last gather waits (or waited) GATHER_SECONDS for a batch. Left set once
@@ -94,6 +97,7 @@ class OutcomeWriter:
         self.outbox.put(outcome)
         if outcome.may_touch_partition:  # the partition's next job waits for it
             self.urgent = True
+            self.unstored_heads[outcome.job_id] += 1
         if (
             (self.urgent and self.waiting_long)
             or not self.worker.running
@@ -244,7 +248,9 @@ class OutcomeWriter:
         self.pending = []
         with worker.lock:
             self.unstored -= len(batch)
-            self.unstored_ids -= Counter(o.job_id for o in batch)  # keeps positive counts
+            stored_ids = Counter(o.job_id for o in batch)
+            self.unstored_ids -= stored_ids  # keeps positive counts
+            self.unstored_heads -= stored_ids
         now = timezone.now()
         worker.counts["fenced"] += len(batch) - len(written)
         if any(o.record is not None and o.record.topic is not None for o in written):

@@ -5,11 +5,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from later_django.engine.outcomes import SUCCESS, Outcome
 from later_django.models import PartitionHead, PartitionJob, PartitionLease
 from later_django.topics import upkeep
 from later_django.topics.routing import partition_for_key
 from tests.conftest import seconds_while_locked
 from tests.topics import tasks
+from tests.worker.in_process import burst_worker
 
 from .helpers import ORDERS, claim, keys_in_distinct_partitions
 
@@ -35,6 +37,26 @@ def test_renewal_extends_the_leases_and_heads_only_of_partitions_the_worker_is_r
     assert PartitionHead.objects.get(partition=item.partition).available_at > soon
     assert PartitionLease.objects.get(partition=99).expires_at < soon
     assert PartitionHead.objects.exclude(partition=item.partition).get().available_at < soon
+
+
+def test_a_worker_keeps_renewing_a_partition_whose_heads_outcome_it_has_not_yet_stored():
+    tasks.step.using(partition_key="k").enqueue("k", 0)
+    worker = burst_worker()
+    [item] = claim(worker.id)
+    lease = PartitionLease.objects.get(partition=item.partition)
+    soon = timezone.now() + timedelta(seconds=1)
+    PartitionLease.objects.filter(pk=lease.pk).update(expires_at=soon)
+    # The head has finished and left the running jobs; its outcome waits in the writer,
+    # as it does while the database refuses it.
+    with worker.lock:
+        worker.outcomes.emit(Outcome(item.job_id, item.epoch, SUCCESS, item.record, soon))
+    worker.topics.heartbeat()
+    renewed = PartitionLease.objects.get(pk=lease.pk).expires_at
+    assert renewed > soon
+    assert renewed > timezone.now() + timedelta(seconds=worker.backend.later.lease_seconds / 2)
+    worker.outcomes.collect()  # stored: the partition moves on and nothing is left to renew
+    assert not worker.outcomes.unstored_heads
+    assert PartitionLease.objects.filter(pk=lease.pk, owner=worker.id).count() == 0
 
 
 @pytest.mark.django_db(transaction=True)  # the holding thread must see the rows
