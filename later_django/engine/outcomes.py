@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from django.db import DatabaseError
 from django.utils import timezone
 
-from ..db import connection_for, hot_cursor, retrying, write_transaction
+from ..db import connection_for, hot_cursor, placeholders, retrying, write_transaction
 from ..sql import dialect
 from ..states import Stage
 from ..topics import completion as partitions
@@ -80,14 +81,56 @@ def record_outcomes(
         if o.job_id in held:
             o.transitions.append(plan(o, now)[0])  # a cancel may have changed its kind
             written.append(o)
-        else:
+    if len(written) < len(outcomes):
+        fenced = [o for o in outcomes if o.job_id not in held]
+        reasons = _why_fenced(namespace, owner, fenced, using)
+        for o in fenced:
             logger.warning(
-                "fenced: lease of job id=%s epoch=%s was taken over; outcome %s not stored",
+                "fenced: job id=%s epoch=%s %s; outcome %s not stored",
                 o.job_id,
                 o.epoch,
+                reasons.get(o.job_id, "is no longer leased to this worker"),
                 o.kind,
             )
     return written
+
+
+def _why_fenced(namespace: str, owner: str, fenced: list[Outcome], using: str) -> dict[str, str]:
+    """For the log line of each refused outcome: what became of its job's lease.
+
+    A refused outcome is rare, and the operator reading its line wants to know
+    whether another worker took the job over (this one paused past its lease),
+    or someone released or deleted it, so it is worth one read.
+    """
+    ids = [o.job_id for o in fenced]
+    try:
+        with connection_for(using).cursor() as cursor:
+            cursor.execute(
+                "SELECT job_id, owner, epoch FROM later_job_execution "
+                f"WHERE namespace = %s AND job_id IN ({placeholders(len(ids))})",
+                [namespace, *ids],
+            )
+            leases = {job_id: (holder, epoch) for job_id, holder, epoch in cursor.fetchall()}
+            cursor.execute(
+                "SELECT job_id, stage, worker_id FROM later_jobs_index "
+                f"WHERE namespace = %s AND job_id IN ({placeholders(len(ids))})",
+                [namespace, *ids],
+            )
+            rows = {job_id: (stage, worker) for job_id, stage, worker in cursor.fetchall()}
+    except DatabaseError:
+        return {}  # the line still says the outcome was refused
+    reasons = {}
+    for job_id in ids:
+        if job_id in leases:
+            holder, epoch = leases[job_id]
+            reasons[job_id] = f"was taken over by worker {holder} (epoch {epoch})"
+        elif job_id not in rows:
+            reasons[job_id] = "was deleted"
+        else:
+            stage, worker = rows[job_id]
+            last = f", last run by worker {worker}" if worker and worker != owner else ""
+            reasons[job_id] = f"is no longer leased to this worker (the job is {stage}{last})"
+    return reasons
 
 
 def _plain(outcomes: list[Outcome]) -> bool:

@@ -68,7 +68,7 @@ def test_a_paused_worker_whose_partition_was_taken_over_cannot_complete_its_head
         wait_for(lambda: Execution.objects.filter(kind=f"step:{key}").count() == 2, timeout=60)
     finally:
         paused.signal(signal.SIGCONT)
-    wait_for(lambda: "fenced: lease of job id=" + slow.id in paused.output(), timeout=30)
+    wait_for(lambda: "fenced: job id=" + slow.id in paused.output(), timeout=30)
 
     begun = Execution.objects.filter(kind=f"begun:{key}").order_by("id")
     assert [(e.pid, e.value) for e in begun] == [(paused.pid, "1"), (taker.pid, "2")]

@@ -131,7 +131,7 @@ def test_a_frozen_worker_whose_lease_was_taken_over_rolls_its_writes_back_when_i
     finally:
         frozen.signal(signal.SIGCONT)
     # It wakes, finishes its first attempt and tries to store it with its writes: fenced.
-    wait_for(lambda: f"fenced: lease of job id={result.id}" in frozen.output(), timeout=30)
+    wait_for(lambda: f"fenced: job id={result.id}" in frozen.output(), timeout=30)
     assert written("frozen") == ["2"]
     result.refresh()
     assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 2)

@@ -199,22 +199,51 @@ def test_a_worker_never_claims_again_a_job_whose_lease_it_let_lapse():
     assert (taken.job_id, taken.epoch) == (held.job_id, 2) == (job_id, 2)
 
 
-def test_a_worker_whose_lease_was_taken_over_cannot_store_an_outcome():
+def store(owner, item):
+    outcome = Outcome(item.job_id, item.epoch, SUCCESS, item.record, timezone.now())
+    return record_outcomes(NS, owner, [outcome], retention_seconds=60, using="default")
+
+
+def test_a_worker_whose_lease_was_taken_over_cannot_store_an_outcome(caplog):
     [job_id] = enqueue(1)
     [stale] = take("worker-a", lease_seconds=0.2)
     time.sleep(0.3)
     [current] = take("worker-b")
 
-    def store(owner, item):
-        outcome = Outcome(item.job_id, item.epoch, SUCCESS, item.record, timezone.now())
-        return record_outcomes(NS, owner, [outcome], retention_seconds=60, using="default")
-
     assert store("worker-a", stale) == []
     assert JobIndexRow.objects.get(job_id=job_id).stage == "running"
+    assert (
+        f"fenced: job id={job_id} epoch=1 was taken over by worker worker-b (epoch 2); "
+        "outcome success not stored"
+    ) in caplog.messages
     assert [o.job_id for o in store("worker-b", current)] == [job_id]
     assert JobIndexRow.objects.get(job_id=job_id).stage == "success"
     assert not DeliveryCommand.objects.filter(job_id=job_id).exists()
     assert not JobExecution.objects.filter(job_id=job_id).exists()
+
+
+def test_a_refused_outcome_says_what_became_of_its_job(caplog):
+    finished, deleted = enqueue(2)
+    # Fewer than SHARE_AT ready: each claim takes one, in enqueue order.
+    [stale_finished] = take("worker-a", lease_seconds=0.2)
+    [stale_deleted] = take("worker-a", lease_seconds=0.2)
+    assert (stale_finished.job_id, stale_deleted.job_id) == (finished, deleted)
+    time.sleep(0.3)
+    [current] = take("worker-b")  # the lease that lapsed first
+    assert current.job_id == finished
+    store("worker-b", current)
+    JobIndexRow.objects.filter(job_id=deleted).delete()
+    JobExecution.objects.filter(job_id=deleted).delete()
+
+    assert store("worker-a", stale_finished) == []
+    assert store("worker-a", stale_deleted) == []
+    assert (
+        f"fenced: job id={finished} epoch=1 is no longer leased to this worker (the job is "
+        "success, last run by worker worker-b); outcome success not stored"
+    ) in caplog.messages
+    assert f"fenced: job id={deleted} epoch=1 was deleted; outcome success not stored" in (
+        caplog.messages
+    )
 
 
 def test_rows_another_transaction_has_locked_are_skipped_not_waited_for(vendor):

@@ -126,12 +126,16 @@ def test_a_worker_paused_past_its_lease_cannot_overwrite_the_outcome_of_its_succ
         # says where it was.
         assert code == 0, f"the {name} worker exited with {code}; its log:\n{worker.output()}"
 
-    assert f"fenced: lease of job id={result.id} epoch=1 was taken over" in paused.output()
     assert " succeeded=0 failed=0 retried=0 released=0 cancelled=0 fenced=1 " in paused.output()
     assert " succeeded=1 " in successor.output()
     result.refresh()
     assert result.status == TaskResultStatus.SUCCESSFUL
     assert [a.outcome for a in record_of(result.id).attempts] == ["lost", "success"]
+    # The successor finished the job, so its lease is gone; the line says who ran it.
+    assert (
+        f"fenced: job id={result.id} epoch=1 is no longer leased to this worker (the job is "
+        f"success, last run by worker {result.worker_ids[1]}); outcome success not stored"
+    ) in paused.output()
     assert result.worker_ids[1] in successor.output()
     assert set(Execution.objects.values_list("pid", flat=True)) == {paused.pid, successor.pid}
     assert stage_counts("tests") == index_stage_counts("tests") == {"success": 1}
