@@ -49,6 +49,8 @@ if TYPE_CHECKING or django.VERSION >= (6, 0):
     )
     from django.tasks.signals import task_enqueued, task_finished, task_started
     from django.utils.json import normalize_json
+
+    TASKS_LOGGER = "django.tasks"  # where Django logs each task's start and finish
 else:
     try:
         import django_tasks  # noqa: F401
@@ -86,10 +88,13 @@ else:
     from django_tasks.signals import task_enqueued, task_finished, task_started
     from django_tasks.utils import normalize_json
 
+    TASKS_LOGGER = "django_tasks"
+
 __all__ = [
     "DEFAULT_TASK_BACKEND_ALIAS",
     "DEFAULT_TASK_PRIORITY",
     "DEFAULT_TASK_QUEUE_NAME",
+    "TASKS_LOGGER",
     "TASK_MAX_PRIORITY",
     "TASK_MIN_PRIORITY",
     "BaseTaskBackend",

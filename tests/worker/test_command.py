@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from later_django.tasks_api import TASKS_LOGGER
 from tests import tasks
 from tests.conftest import ROOT, wait_for, worker_env
 from tests.models import Execution
@@ -97,6 +98,34 @@ def test_explicit_verbosity_sets_the_level_of_a_project_logging_config_without_d
         assert len(lines(completed.stderr, rf"job success id={result.id}$")) == 1
     assert len(lines(completed.stderr, "worker starting")) == 1
     assert completed.stdout.splitlines() == [lines(completed.stdout, "^later_worker: ")[0]]
+
+
+def task_log_settings(level: str) -> str:
+    """Settings whose LOGGING sends Django's task log to stdout through a handler at
+    ``level``, the logger's own level left unset."""
+    out = {"class": "logging.StreamHandler", "stream": "ext://sys.stdout", "level": level}
+    config = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "handlers": {"out": out},
+        "loggers": {TASKS_LOGGER: {"handlers": ["out"]}},
+    }
+    return f"LOGGING = {config!r}\n"
+
+
+def test_djangos_task_lines_reach_a_project_that_shows_them(tmp_path):
+    result = tasks.record.enqueue("console", "a")
+    completed = burst(env=settings_env(tmp_path, task_log_settings("INFO")))
+    assert lines(completed.stdout, rf"^Task id={result.id} path=\S+ state=\S*RUNNING$")
+    assert lines(completed.stdout, rf"^Task id={result.id} path=\S+ state=\S*SUCCESSFUL$")
+
+
+def test_where_only_errors_show_a_failure_still_logs_its_traceback(tmp_path):
+    # The worker skips building the start and finish lines nothing would show, not these.
+    failing = tasks.always_fails.enqueue("boom")
+    completed = burst(env=settings_env(tmp_path, task_log_settings("ERROR")))
+    assert lines(completed.stdout, rf"^Task id={failing.id} path=\S+ state=\S*FAILED$")
+    assert "Traceback (most recent call last)" in completed.stdout
 
 
 def test_the_worker_prints_one_summary_line_on_exit(tmp_path):

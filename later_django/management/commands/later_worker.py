@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from later_django.engine.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS
 from later_django.exceptions import LaterError
+from later_django.tasks_api import TASKS_LOGGER
 from later_django.worker.runner import DEFAULT_CONCURRENCY, Worker, WorkerConfig
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,66 @@ def console_logging(stream: TextIOBase, verbosity: int | None) -> Iterator[None]
         if handler is not None:
             package.removeHandler(handler)
         package.setLevel(saved_level)
+
+
+def shown(log: logging.Logger, level: int) -> bool:
+    """Whether anything could see a record of ``level`` logged on ``log``.
+
+    True when the level is enabled and a handler on the record's way up would
+    take it, and also whenever the answer could be more than this check sees:
+    the project set the logger's level or gave it filters, or something hooks
+    every record (a custom logger or record class, an error tracker wrapping
+    ``Logger.callHandlers`` for its breadcrumbs).
+    """
+    if (
+        log.level != logging.NOTSET
+        or log.filters
+        or logging.getLoggerClass() is not logging.Logger
+        or logging.getLogRecordFactory() is not logging.LogRecord
+        or getattr(logging.Logger.callHandlers, "__module__", None) != "logging"
+        or getattr(logging.Logger.handle, "__module__", None) != "logging"
+    ):
+        return True
+    if not log.isEnabledFor(level):
+        return False
+    record = log.makeRecord(log.name, level, __file__, 0, "probe", (), None)
+    found = 0
+    current: logging.Logger | None = log
+    while current is not None:
+        for handler in current.handlers:
+            found += 1
+            if level >= handler.level and handler.filter(record):
+                return True
+        current = current.parent if current.propagate else None
+    last_resort = logging.lastResort
+    return found == 0 and last_resort is not None and level >= last_resort.level
+
+
+@contextlib.contextmanager
+def unseen_task_lines_skipped() -> Iterator[None]:
+    """Raise Django's task logger to WARNING while the worker runs, when nothing would
+    see its DEBUG and INFO lines; restore it on exit.
+
+    Django logs every task's start and finish at INFO, and its default LOGGING
+    builds each record only for a handler to drop it unless DEBUG is on: about
+    a fifth of a no-op job's CPU in the worker. Failures (ERROR) still go
+    through, to ``mail_admins`` among others. A project that shows the lines,
+    or sets the logger's level itself, is left as it is.
+    """
+    log = logging.getLogger(TASKS_LOGGER)
+    if not log.isEnabledFor(logging.INFO) or shown(log, logging.DEBUG) or shown(log, logging.INFO):
+        yield
+        return
+    log.setLevel(logging.WARNING)
+    logger.debug(
+        "%s logs nowhere below WARNING in this project; the worker skips building "
+        "those records (give that logger a level or a handler to keep them)",
+        TASKS_LOGGER,
+    )
+    try:
+        yield
+    finally:
+        log.setLevel(logging.NOTSET)
 
 
 def summary(counts: Counter[str], seconds: float) -> str:
@@ -160,7 +221,7 @@ class Command(BaseCommand):
                 "--reload cannot be combined with --burst or --max-jobs: a worker that exits "
                 "on its own has nothing to restart."
             )
-        with console_logging(self.stdout, options["verbosity"]):
+        with console_logging(self.stdout, options["verbosity"]), unseen_task_lines_skipped():
             if options["reload"]:
                 self.run_reloading(options)
             else:
