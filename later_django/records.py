@@ -152,7 +152,10 @@ class JobRecord:
             data["attempts"] = [Attempt(**a) for a in data.get("attempts", [])]
             data["errors"] = [ErrorEntry(**e) for e in data.get("errors", [])]
             data["notes"] = [Note(**n) for n in data.get("notes", [])]
-            return cls(**{k: v for k, v in data.items() if k in _RECORD_FIELD_SET})
+            try:
+                return cls(**data)
+            except TypeError:  # a field this release does not know: leave it out
+                return cls(**{k: v for k, v in data.items() if k in _RECORD_FIELD_SET})
         except Exception as e:
             # msgpack raises some errors (FormatError) with no message at all.
             cause = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__

@@ -3,7 +3,7 @@
 import msgpack
 import pytest
 
-from later_django.exceptions import SerializationError
+from later_django.exceptions import PayloadDecodeError, SerializationError
 from later_django.records import RECORD_VERSION, Attempt, ErrorEntry, JobRecord, NewRecords, Note
 
 
@@ -50,6 +50,15 @@ def test_every_field_survives_encoding():
     )
     assert JobRecord.decode(record.encode()) == record
     assert JobRecord.decode(plain_record().encode()) == plain_record()
+
+
+def test_a_field_this_release_does_not_know_is_left_out_and_a_missing_one_is_an_error():
+    data = msgpack.unpackb(plain_record().encode())
+    # A record written by a newer release, read while a rolling upgrade runs.
+    assert JobRecord.decode(msgpack.packb({**data, "added_later": 1})) == plain_record()
+    del data["task_path"]
+    with pytest.raises(PayloadDecodeError, match="task_path"):
+        JobRecord.decode(msgpack.packb(data), job_id="j1")
 
 
 def test_new_records_encode_byte_for_byte_as_the_record_does():

@@ -497,7 +497,7 @@ class Worker:
         with self.lock:
             running = self.running.get(item.job_id)
             if running is not None:
-                running.slot = next((s for s in self.slots if s.current is item), None)
+                running.slot = threading.current_thread()  # type: ignore[assignment]  # a Slot
                 running.started = time.monotonic()
                 running.deadline = deadline_for(item, timeouts.INTERRUPT_GRACE)
                 if running.deadline is not None and running.deadline < self.waiting_until:
