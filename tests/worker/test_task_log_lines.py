@@ -6,10 +6,19 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
+import django
+import pytest
 from django.test import override_settings
 
 from later_django.management.commands.later_worker import shown, unseen_task_lines_skipped
 from later_django.tasks_api import TASKS_LOGGER
+
+# Django's default LOGGING sets INFO on "django", and Django 6's task logger sits under
+# it. The Django 5.2 backport logs on "django_tasks", outside it, at the root's WARNING:
+# its INFO lines are off already, and the worker leaves that logger alone.
+under_djangos_logging = pytest.mark.skipif(
+    django.VERSION < (6, 0), reason="the backport's task logger is not under Django's LOGGING"
+)
 
 
 @contextlib.contextmanager
@@ -26,6 +35,7 @@ def project_logging() -> Iterator[logging.Logger]:
         root.handlers[:] = saved
 
 
+@under_djangos_logging
 def test_djangos_default_logging_shows_no_task_lines_without_debug():
     with project_logging() as log:
         assert log.isEnabledFor(logging.INFO)  # the records would be built...
@@ -33,12 +43,14 @@ def test_djangos_default_logging_shows_no_task_lines_without_debug():
         assert shown(log, logging.ERROR)  # mail_admins takes failures
 
 
+@under_djangos_logging
 @override_settings(DEBUG=True)
 def test_with_debug_on_djangos_console_handler_shows_them():
     with project_logging() as log:
         assert shown(log, logging.INFO)
 
 
+@under_djangos_logging
 def test_a_handler_anywhere_up_the_way_shows_them():
     with project_logging() as log:
         handler = logging.NullHandler()
@@ -65,6 +77,7 @@ def test_a_level_the_project_set_or_a_hook_on_every_record_counts_as_shown(monke
         assert shown(log, logging.INFO)
 
 
+@under_djangos_logging
 def test_the_worker_raises_the_level_while_it_runs_and_restores_it():
     with project_logging() as log:
         with unseen_task_lines_skipped():
@@ -74,7 +87,21 @@ def test_the_worker_raises_the_level_while_it_runs_and_restores_it():
         assert log.isEnabledFor(logging.INFO)
 
 
+@under_djangos_logging
 @override_settings(DEBUG=True)
 def test_the_worker_leaves_the_level_alone_where_the_lines_show():
     with project_logging() as log, unseen_task_lines_skipped():
         assert log.level == logging.NOTSET
+
+
+def test_the_worker_leaves_alone_a_logger_whose_info_lines_are_off_already():
+    with project_logging() as log:
+        parent = logging.getLogger("django")
+        saved = parent.level
+        parent.setLevel(logging.WARNING)  # as the root's level holds the backport's logger
+        try:
+            with unseen_task_lines_skipped():
+                assert log.level == logging.NOTSET
+                assert not log.isEnabledFor(logging.INFO)
+        finally:
+            parent.setLevel(saved)
