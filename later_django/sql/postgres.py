@@ -224,13 +224,13 @@ def _alike(job: NewJob, first: NewJob) -> bool:
 
 PG_CLAIM = f"""
 WITH picked AS (
-    SELECT id, priority, available_at FROM later_delivery_queue
+    SELECT id, priority, available_at, lease_owner FROM later_delivery_queue
     WHERE namespace = %(ns)s AND available_at <= %(now)s {{queue_filter}}
       AND lease_owner IS DISTINCT FROM %(owner)s
     ORDER BY priority DESC, available_at, id
     LIMIT {{batch}} FOR UPDATE SKIP LOCKED
 ), ranked AS (
-    SELECT id, available_at,
+    SELECT id, available_at, lease_owner,
            row_number() OVER (ORDER BY priority DESC, available_at, id) AS position,
            count(*) OVER () AS ready
     FROM picked
@@ -241,10 +241,7 @@ WITH picked AS (
     WHERE q.id = ranked.id
       AND ranked.position <= CASE WHEN ranked.ready >= {{share_at}} THEN %(room)s ELSE 1 END
     RETURNING q.job_id, q.enqueued_at, ranked.available_at AS ready_at, ranked.position,
-              ranked.ready
-), previous AS (
-    SELECT job_id, owner FROM later_job_execution
-    WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
+              ranked.ready, ranked.lease_owner AS previous_owner
 ), leased AS (
     INSERT INTO later_job_execution (namespace, job_id, owner, epoch, started_at, lease_expires_at)
     SELECT %(ns)s, job_id, %(owner)s, 1, %(now)s, %(expires)s FROM claimed
@@ -258,11 +255,10 @@ WITH picked AS (
         revision = revision + 1
     WHERE namespace = %(ns)s AND job_id IN (SELECT job_id FROM claimed)
 )
-SELECT c.job_id, c.enqueued_at, c.ready_at, l.epoch, p.owner,
+SELECT c.job_id, c.enqueued_at, c.ready_at, l.epoch, c.previous_owner,
        {stored_record("c.job_id", "%(ns)s")} AS value, c.ready
 FROM claimed AS c
 JOIN leased AS l ON l.job_id = c.job_id
-LEFT JOIN previous AS p ON p.job_id = c.job_id
 ORDER BY c.position
 """
 
@@ -281,22 +277,31 @@ def claim(
     Returns the rows, and whether ready commands may be left that this claim did
     not take (see ``shared.left_over``).
     """
-    queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
-    cursor.execute(
-        PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH, share_at=SHARE_AT),
-        {
-            "ns": namespace,
-            "now": now,
-            "queues": list(queues or ()),
-            "owner": owner,
-            "expires": expires,
-            "room": min(room, BATCH),
-        },
-    )
+    cursor.execute(*claim_statement(namespace, owner, queues, now, expires, room))
     rows = cursor.fetchall()
     if not rows:
         return rows, False
     return [row[:-1] for row in rows], left_over(rows[0][-1], len(rows))
+
+
+def claim_statement(
+    namespace: str,
+    owner: str,
+    queues: list[str] | None,
+    now: datetime,
+    expires: datetime,
+    room: int,
+) -> tuple[str, dict[str, object]]:
+    """The claim's statement and its parameters."""
+    queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
+    return PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH, share_at=SHARE_AT), {
+        "ns": namespace,
+        "now": now,
+        "queues": list(queues or ()),
+        "owner": owner,
+        "expires": expires,
+        "room": min(room, BATCH),
+    }
 
 
 # -- parents ---------------------------------------------------------------------------
