@@ -277,31 +277,22 @@ def claim(
     Returns the rows, and whether ready commands may be left that this claim did
     not take (see ``shared.left_over``).
     """
-    cursor.execute(*claim_statement(namespace, owner, queues, now, expires, room))
+    queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
+    cursor.execute(
+        PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH, share_at=SHARE_AT),
+        {
+            "ns": namespace,
+            "now": now,
+            "queues": list(queues or ()),
+            "owner": owner,
+            "expires": expires,
+            "room": min(room, BATCH),
+        },
+    )
     rows = cursor.fetchall()
     if not rows:
         return rows, False
     return [row[:-1] for row in rows], left_over(rows[0][-1], len(rows))
-
-
-def claim_statement(
-    namespace: str,
-    owner: str,
-    queues: list[str] | None,
-    now: datetime,
-    expires: datetime,
-    room: int,
-) -> tuple[str, dict[str, object]]:
-    """The claim's statement and its parameters."""
-    queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
-    return PG_CLAIM.format(queue_filter=queue_filter, batch=BATCH, share_at=SHARE_AT), {
-        "ns": namespace,
-        "now": now,
-        "queues": list(queues or ()),
-        "owner": owner,
-        "expires": expires,
-        "room": min(room, BATCH),
-    }
 
 
 # -- parents ---------------------------------------------------------------------------
