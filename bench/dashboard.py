@@ -412,6 +412,9 @@ def pages(samples: dict[str, str]) -> list[tuple[str, str]]:
         ("jobs: success, deep cursor", f"{url('jobs', 'success')}?after={deep_cursor}"),
         ("jobs: failed", url("jobs", "failed")),
         ("jobs: running", url("jobs", "running")),
+        ("jobs: enqueued, from the queue", url("jobs", "enqueued")),
+        ("jobs: enqueued, task filter", f"{url('jobs', 'enqueued')}?task=shop.tasks.task_7"),
+        ("jobs: enqueued, rare queue filter", f"{url('jobs', 'enqueued')}?queue=reports"),
         ("jobs: success, task filter", f"{url('jobs', 'success')}?task=shop.tasks.task_7"),
         ("jobs: success, rare queue filter", f"{url('jobs', 'success')}?queue=reports"),
         (
@@ -428,6 +431,7 @@ def pages(samples: dict[str, str]) -> list[tuple[str, str]]:
         ("partition jobs", url("partition", "orders", 5)),
         ("changelist: jobs", "/admin/later/jobindexrow/"),
         ("changelist: jobs, stage=failed", "/admin/later/jobindexrow/?stage__exact=failed"),
+        ("changelist: jobs, stage=enqueued", "/admin/later/jobindexrow/?stage__exact=enqueued"),
         ("changelist: delivery queue", "/admin/later/deliverycommand/"),
     ]
 

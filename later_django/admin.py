@@ -46,6 +46,7 @@ from .models import (
     Worker,
 )
 from .options import configured_namespaces
+from .states import Stage
 
 admin.site.register(Dashboard, DashboardAdmin)
 
@@ -150,8 +151,10 @@ class JobIndexRowAdmin(ReadOnlyAdmin):
     ordering = ("-id",)
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
-        # With a stage chosen, this order walks later_jobsindex_stage_idx.
-        if request.GET.get("stage__exact"):
+        # With a stage chosen, this order walks later_jobsindex_stage_idx, which holds
+        # no queued job without a topic: that stage keeps the primary key's order.
+        stage = request.GET.get("stage__exact")
+        if stage and stage != Stage.ENQUEUED:
             return ("-transitioned_at", "-id")
         return ("-id",)
 

@@ -8,6 +8,8 @@ touches at most a few rows per stage, however many jobs there are.
 
 ``oldest_in_stage`` reads one entry at the old end of the jobs-by-stage index
 (``later_jobsindex_stage_idx``), so it too costs the same at any queue length.
+A queued job without a topic has no entry there: the delivery queue's claim
+index gives the oldest of those, one entry for each priority in use.
 """
 
 from __future__ import annotations
@@ -35,16 +37,45 @@ def stage_counts(namespace: str, *, using: str = "default") -> dict[str, int]:
     return counts
 
 
+# The oldest waiting command of each priority in use, priorities found by a
+# recursive walk down the claim index (a loose index scan, on either database).
+OLDEST_COMMAND = """
+WITH RECURSIVE level(priority) AS (
+    SELECT (SELECT priority FROM later_delivery_queue WHERE namespace = %s
+            ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT q.priority FROM later_delivery_queue AS q
+            WHERE q.namespace = %s AND q.priority < level.priority
+            ORDER BY q.priority DESC LIMIT 1)
+    FROM level WHERE level.priority IS NOT NULL
+)
+SELECT (SELECT q.available_at FROM later_delivery_queue AS q
+        WHERE q.namespace = %s AND q.priority = level.priority AND q.lease_owner IS NULL
+        ORDER BY q.available_at LIMIT 1)
+FROM level WHERE level.priority IS NOT NULL
+"""
+
+
 def oldest_in_stage(namespace: str, stage: str, *, using: str = "default") -> datetime | None:
-    """When the job that has been in ``stage`` longest entered it; None when no job is in it."""
+    """When the job that has been in ``stage`` longest entered it; None when no job is in it.
+
+    For the enqueued stage, a job with a delivery command entered it when the
+    command became available: its enqueue, promotion or release, or an earlier
+    ``run_after`` it was enqueued with.
+    """
+    queued = stage == Stage.ENQUEUED
     with connection_for(using).cursor() as cursor:
         cursor.execute(
             "SELECT transitioned_at FROM later_jobs_index WHERE namespace = %s AND stage = %s "
-            "ORDER BY transitioned_at, id LIMIT 1",
+            f"{'AND topic IS NOT NULL ' if queued else ''}ORDER BY transitioned_at, id LIMIT 1",
             [namespace, stage],
         )
-        row = cursor.fetchone()
-    return None if row is None else from_db(row[0])
+        found = [from_db(row[0]) for row in cursor.fetchall()]
+        if queued:
+            cursor.execute(OLDEST_COMMAND, [namespace, namespace, namespace])
+            found += [from_db(row[0]) for row in cursor.fetchall() if row[0] is not None]
+    moments = [moment for moment in found if moment is not None]
+    return min(moments) if moments else None
 
 
 def fold(*, using: str = "default") -> None:

@@ -105,6 +105,10 @@ UNSUCCESSFUL = (Stage.FAILED, Stage.CANCELLED)
 RETRYABLE = (Stage.FAILED, Stage.CANCELLED)
 # Runnable at their run_at: worker maintenance promotes them then.
 SCHEDULED = (Stage.DELAYED, Stage.REQUEUED)
+# Listed through the job index's listing indexes. A queued job without a topic is
+# listed from the delivery queue, which holds it anyway, so its enqueue writes no
+# entry in them (the enqueued jobs of a topic, which have no delivery command, stay).
+INDEX_LISTED = tuple(stage for stage in Stage if stage != Stage.ENQUEUED)
 
 # django.tasks sees four statuses; a cancelled job is a failed one to it.
 STATUS: Mapping[str, TaskResultStatus] = {

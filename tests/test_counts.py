@@ -1,10 +1,12 @@
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
-from later_django.counts import fold, stage_counts
+from later_django.counts import fold, oldest_in_stage, stage_counts
 from later_django.engine.enqueue import STREAMED_BATCH
-from later_django.models import StageCount, StageCountDelta
+from later_django.models import DeliveryCommand, JobIndexRow, StageCount, StageCountDelta
+from later_django.states import Stage
 from tests import tasks
 from tests.db_state import index_stage_counts
 from tests.topics import tasks as topic_tasks
@@ -53,3 +55,38 @@ def test_every_kind_of_enqueue_is_counted_in_its_stage():
     assert {k: v for k, v in stage_counts("tests").items() if v} == expected
     fold()
     assert {k: v for k, v in stage_counts("tests").items() if v} == expected
+
+
+def test_the_oldest_queued_job_is_found_across_priorities_commands_and_topics():
+    now = timezone.now()
+    assert oldest_in_stage("tests", Stage.ENQUEUED) is None
+    tasks.add.using(run_after=timedelta(hours=1)).enqueue(1, 1)  # delayed: not queued
+    assert oldest_in_stage("tests", Stage.ENQUEUED) is None
+
+    def ready(job_id: str, minutes: int) -> datetime:
+        moment = now - timedelta(minutes=minutes)
+        JobIndexRow.objects.filter(job_id=job_id).update(transitioned_at=moment)
+        DeliveryCommand.objects.filter(job_id=job_id).update(available_at=moment)
+        return JobIndexRow.objects.get(job_id=job_id).transitioned_at
+
+    urgent = tasks.add.using(priority=10).enqueue(1, 1)
+    ready(urgent.id, 2)
+    assert oldest_in_stage("tests", Stage.ENQUEUED) == ready(urgent.id, 2)
+    # A lower priority's older command, and one of a priority below that: the walk
+    # visits every priority in use.
+    ready(tasks.add.using(priority=-5).enqueue(1, 1).id, 3)
+    lowest = ready(tasks.add.using(priority=-20).enqueue(1, 1).id, 4)
+    assert oldest_in_stage("tests", Stage.ENQUEUED) == lowest
+    # A command a worker holds belongs to a running job, however old.
+    held = tasks.add.using(priority=-20).enqueue(1, 1)
+    ready(held.id, 9)
+    DeliveryCommand.objects.filter(job_id=held.id).update(lease_owner="w:1:abc")
+    assert oldest_in_stage("tests", Stage.ENQUEUED) == lowest
+    # A topic's queued job has no command: the index row tells.
+    ordered = topic_tasks.step.using(partition_key="k").enqueue("k", 1)
+    assert not DeliveryCommand.objects.filter(job_id=ordered.id).exists()
+    assert oldest_in_stage("tests", Stage.ENQUEUED) == lowest
+    JobIndexRow.objects.filter(job_id=ordered.id).update(transitioned_at=now - timedelta(minutes=6))
+    assert oldest_in_stage("tests", Stage.ENQUEUED) == now - timedelta(minutes=6)
+    # Other stages are read from the index, as before.
+    assert oldest_in_stage("tests", Stage.DELAYED) is not None

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from later_django.models import JobIndexRow, Worker
+from later_django.models import DeliveryCommand, JobIndexRow, Worker
 from tests import tasks
 from tests.conftest import DUMMY_BACKEND, manage, wait_for
 
@@ -134,9 +134,10 @@ def test_a_ready_job_older_than_the_limit_is_unhealthy():
     }
     job = tasks.add.enqueue(1, 2)
     tasks.add.using(run_after=timedelta(hours=2)).enqueue(1, 2)  # delayed: not ready
-    JobIndexRow.objects.filter(job_id=job.id).update(
-        transitioned_at=timezone.now() - timedelta(seconds=120)
-    )
+    # Ready two minutes ago, as if no worker had come since.
+    ready_at = timezone.now() - timedelta(seconds=120)
+    JobIndexRow.objects.filter(job_id=job.id).update(transitioned_at=ready_at)
+    DeliveryCommand.objects.filter(job_id=job.id).update(available_at=ready_at)
     code, out = in_process("--max-ready-age", "60")
     assert code == 1
     last = out.splitlines()[-1]

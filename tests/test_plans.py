@@ -14,6 +14,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from later_django.counts import oldest_in_stage
+from later_django.dashboard import listing
+from later_django.dashboard.scope import Scope
 from later_django.models import (
     DeliveryCommand,
     JobExecution,
@@ -22,6 +25,7 @@ from later_django.models import (
     PartitionJob,
 )
 from later_django.sql import postgres
+from later_django.states import Stage
 from later_django.topics import history, upkeep
 from later_django.worker import leases
 from tests import tasks
@@ -194,3 +198,64 @@ def test_a_claim_reads_no_execution_lease_to_find_a_lost_attempts_worker():
     assert "Scan on later_job_execution" not in plan, plan
     assert "Index Scan using later_execution" not in plan, plan
     assert "Insert on later_job_execution" in plan, plan  # the plan read is the claim's
+
+
+def listing_index_size() -> dict[str, int]:
+    """The size of the job index's two listing indexes: PostgreSQL's pages, SQLite's entries."""
+    names = ["later_jobsindex_stage_idx", "later_jobsindex_task_idx"]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT relname, pg_relation_size(oid) / current_setting('block_size')::int "
+                "FROM pg_class WHERE relname IN (%s, %s)",
+                names,
+            )
+        else:
+            cursor.execute(
+                "SELECT name, sum(ncell) FROM dbstat "
+                "WHERE name IN (%s, %s) AND pagetype = 'leaf' GROUP BY name",
+                names,
+            )
+        return dict.fromkeys(names, 0) | dict(cursor.fetchall())
+
+
+def test_a_queued_job_without_a_topic_writes_no_entry_in_the_listing_indexes():
+    before = listing_index_size()
+    tasks.add.enqueue_many([((n, n), {}) for n in range(2000)])
+    for n in range(20):
+        tasks.add.enqueue(n, n)
+    assert listing_index_size() == before
+    # The measure sees entries: the same number of jobs in another stage adds them.
+    JobIndexRow.objects.filter(namespace="tests").update(stage="failed")
+    grown = listing_index_size()
+    assert all(grown[name] > before[name] for name in before), (before, grown)
+
+
+def test_the_enqueued_page_and_the_oldest_queued_job_read_the_queue_in_index_order():
+    now = timezone.now()
+    DeliveryCommand.objects.bulk_create(
+        DeliveryCommand(
+            namespace="tests",
+            queue_name="default",
+            job_id=f"{n:026d}",
+            priority=n % 3,
+            available_at=now - timedelta(seconds=n),
+            enqueued_at=now,
+            lease_owner=OWNER if n < 16 else None,
+        )
+        for n in range(5000)
+    )
+    scope = Scope(namespace="tests", database="default", choices=("tests",))
+
+    for read in (
+        lambda: oldest_in_stage("tests", Stage.ENQUEUED),
+        lambda: listing.queued_jobs(scope, now),
+    ):
+        plan = plan_of(read, "later_delivery_queue")
+        # Walked in an index's order (SQLite's rowid is the primary key) and stopped
+        # early: no scan of the whole queue, nothing sorted.
+        if connection.vendor == "postgresql":
+            assert "Seq Scan" not in plan, plan
+            assert "Sort" not in plan, plan
+        else:
+            assert "TEMP B-TREE" not in plan, plan

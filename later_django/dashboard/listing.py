@@ -1,8 +1,12 @@
 """Keyset-paginated job listings and the index reads of the job detail page.
 
 Every query here reads at most a page (or a fixed scan window) of
-``later_jobs_index`` through one of its indexes; none uses OFFSET or counts
-the table.
+``later_jobs_index`` or ``later_delivery_queue`` through one of their indexes;
+none uses OFFSET or counts a table.
+
+Queued jobs without a topic are not in the job index's listing indexes (their
+enqueue writes no entry there); their delivery commands list them instead,
+newest command first, and the queued jobs of topics follow, by the index.
 """
 
 from __future__ import annotations
@@ -15,15 +19,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..db import django_time
-from ..models import JobExecution, JobIndexRow, PartitionLease
+from ..models import DeliveryCommand, JobExecution, JobIndexRow, PartitionLease
 from ..states import Stage
 from .scope import Scope
 
 PAGE_SIZE = 50
 QUEUE_SCAN_LIMIT = 5000
+IN_CHUNK = 500  # job ids per IN list when reading the index rows of queued jobs
 CONTINUATION_LIMIT = 50
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CURSOR_RE = re.compile(r"^(-?\d{1,20})\.(\d{1,20})$")
+QUEUE_CURSOR_RE = re.compile(r"^q(\d{1,20})$")
 ROW_ID_MAX = 2**63 - 1  # a 64-bit primary key; PostgreSQL refuses a larger bound
 ORDER = ("-transitioned_at", "-id")
 
@@ -51,8 +57,8 @@ class Cursor:
         match = CURSOR_RE.match(text)
         if match is None:
             raise BadCursor(
-                f"Cursor {text!r} is not valid; it must be '<microseconds>.<row id>' as written "
-                "by the page's own links."
+                f"Cursor {text!r} is not valid; it must be '<microseconds>.<row id>' or "
+                "'q<row id>' as written by the page's own links."
             )
         micros, row_id = (int(part) for part in match.groups())
         if row_id > ROW_ID_MAX:
@@ -66,6 +72,31 @@ class Cursor:
     @classmethod
     def of(cls, row: JobIndexRow) -> Cursor:
         return cls(row.transitioned_at, row.pk)
+
+
+@dataclass(frozen=True)
+class QueueCursor:
+    """A position among the delivery commands of queued jobs: the last command's id."""
+
+    command_id: int
+
+    def __str__(self) -> str:
+        return f"q{self.command_id}"
+
+
+# The enqueued page's position after its last command: where its topics' jobs begin.
+TOPICS_START = Cursor(datetime.max.replace(tzinfo=UTC), ROW_ID_MAX)
+
+
+def parse_cursor(text: str) -> Cursor | QueueCursor:
+    """A cursor from a listing's link: ``<microseconds>.<row id>``, or ``q<command id>``."""
+    match = QUEUE_CURSOR_RE.match(text)
+    if match is None:
+        return Cursor.parse(text)
+    command_id = int(match.group(1))
+    if command_id > ROW_ID_MAX:
+        raise BadCursor(f"Cursor {text!r} names a row id out of range.")
+    return QueueCursor(command_id)
 
 
 def visible(now: datetime) -> Q:
@@ -84,8 +115,8 @@ def older_than(cursor: Cursor) -> Q:
 @dataclass
 class JobPage:
     rows: list[JobIndexRow]
-    next_cursor: Cursor | None
-    scanned: int | None  # set when a queue filter looked through a full scan window
+    next_cursor: Cursor | QueueCursor | None
+    scanned: int | None  # set when a filter looked through a full scan window
 
 
 def jobs_by_stage(
@@ -95,7 +126,7 @@ def jobs_by_stage(
     *,
     task: str = "",
     queue: str = "",
-    after: Cursor | None = None,
+    after: Cursor | QueueCursor | None = None,
     limit: int | None = None,
 ) -> JobPage:
     """One page of a stage's jobs, newest transition first.
@@ -104,11 +135,90 @@ def jobs_by_stage(
     queue name, so a queue filter looks through at most ``QUEUE_SCAN_LIMIT``
     rows of the stage per page and, when that window ends before the page
     fills, returns a cursor that continues the search from the window's end.
+
+    The enqueued stage lists its jobs without a topic from the delivery queue,
+    newest command first (``queued_jobs``), then those of topics by the index.
     """
     limit = limit or PAGE_SIZE
+    if stage == Stage.ENQUEUED and not isinstance(after, Cursor):
+        found = queued_jobs(scope, now, task=task, queue=queue, after=after, limit=limit)
+        if found.next_cursor is not None:
+            return found
+        room = limit - len(found.rows)
+        rest = _by_index(scope, stage, now, task=task, queue=queue, after=None, limit=max(room, 1))
+        if room <= 0:  # the commands filled the page: topics' jobs, if any, start the next
+            return JobPage(found.rows, TOPICS_START if rest.rows else None, None)
+        return JobPage(found.rows + rest.rows, rest.next_cursor, rest.scanned)
+    if isinstance(after, QueueCursor):  # a cursor of the enqueued page used on another
+        raise BadCursor(f"Cursor {str(after)!r} belongs to the enqueued jobs' page.")
+    return _by_index(scope, stage, now, task=task, queue=queue, after=after, limit=limit)
+
+
+def queued_jobs(
+    scope: Scope,
+    now: datetime,
+    *,
+    task: str = "",
+    queue: str = "",
+    after: QueueCursor | None = None,
+    limit: int = PAGE_SIZE,
+) -> JobPage:
+    """A page of the queued jobs that have a delivery command, newest command first.
+
+    Commands a worker holds (their jobs run) are skipped. With a task or queue
+    filter the page looks through at most ``QUEUE_SCAN_LIMIT`` commands, as the
+    index listing's queue filter does. A page ends without a cursor when the
+    commands run out; the queued jobs of topics come after them.
+    """
+    commands = DeliveryCommand.objects.using(scope.database).filter(
+        namespace=scope.namespace, lease_owner__isnull=True
+    )
+    if after is not None:
+        commands = commands.filter(id__lt=after.command_id)
+    filtered = bool(task or queue)
+    window = list(
+        commands.order_by("-id").values_list("id", "job_id", "queue_name")[
+            : QUEUE_SCAN_LIMIT if filtered else limit + 1
+        ]
+    )
+    wanted = [(cid, job_id) for cid, job_id, name in window if not queue or name == queue]
+    index_rows = JobIndexRow.objects.using(scope.database).filter(
+        visible(now), namespace=scope.namespace, stage=Stage.ENQUEUED
+    )
+    if task:
+        index_rows = index_rows.filter(task_path=task)
+    found: dict[str, JobIndexRow] = {}
+    for start in range(0, len(wanted), IN_CHUNK):
+        chunk = [job_id for _, job_id in wanted[start : start + IN_CHUNK]]
+        found.update((row.job_id, row) for row in index_rows.filter(job_id__in=chunk))
+    if not filtered:
+        shown = window[:limit]
+        rows = [found[job_id] for _, job_id, _ in shown if job_id in found]
+        return JobPage(rows, QueueCursor(shown[-1][0]) if len(window) > limit else None, None)
+    listed = [(cid, found[job_id]) for cid, job_id in wanted if job_id in found]
+    if len(listed) > limit:
+        return JobPage([row for _, row in listed[:limit]], QueueCursor(listed[limit - 1][0]), None)
+    rows = [row for _, row in listed]
+    if len(window) < QUEUE_SCAN_LIMIT:
+        return JobPage(rows, None, None)
+    return JobPage(rows, QueueCursor(window[-1][0]), QUEUE_SCAN_LIMIT)
+
+
+def _by_index(
+    scope: Scope,
+    stage: str,
+    now: datetime,
+    *,
+    task: str,
+    queue: str,
+    after: Cursor | None,
+    limit: int,
+) -> JobPage:
     base = JobIndexRow.objects.using(scope.database).filter(
         visible(now), namespace=scope.namespace, stage=stage
     )
+    if stage == Stage.ENQUEUED:  # the rest are listed from the delivery queue
+        base = base.filter(topic__isnull=False)
     if task:
         base = base.filter(task_path=task)
     if after is not None:

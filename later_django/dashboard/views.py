@@ -176,11 +176,11 @@ def jobs(request: HttpRequest, site: AdminSite, stage: str) -> HttpResponse:
     task = request.GET.get("task", "").strip()[:FILTER_LENGTH]
     queue = request.GET.get("queue", "").strip()[:FILTER_LENGTH]
     try:
-        after = listing.Cursor.parse(request.GET["after"]) if request.GET.get("after") else None
+        after = listing.parse_cursor(request.GET["after"]) if request.GET.get("after") else None
+        now = timezone.now()
+        found = listing.jobs_by_stage(scope, stage, now, task=task, queue=queue, after=after)
     except listing.BadCursor as e:
         return bad_request(request, site, scope, str(e), links.jobs(stage))
-    now = timezone.now()
-    found = listing.jobs_by_stage(scope, stage, now, task=task, queue=queue, after=after)
     counts = overview_reads.stage_counts(scope)
     allowed = permissions.allowed_actions(request.user)
     return page(

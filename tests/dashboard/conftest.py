@@ -12,7 +12,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.utils import timezone
 
-from later_django.models import JobIndexRow, StorageValue
+from later_django.models import DeliveryCommand, JobIndexRow, StorageValue
 from later_django.records import JobRecord, job_key, to_micros
 from tests.db_state import count_new_rows
 
@@ -60,7 +60,7 @@ def job_id(n: int | None = None) -> str:
 
 @pytest.fixture
 def make_job() -> Callable[..., JobIndexRow]:
-    """Insert one job's index row, counted in its stage."""
+    """Insert one job's index row, counted in its stage (and a queued job's delivery command)."""
 
     def make(stage: str = "enqueued", *, at: datetime | None = None, **fields: Any) -> JobIndexRow:
         now = at or timezone.now()
@@ -76,6 +76,15 @@ def make_job() -> Callable[..., JobIndexRow]:
         values.update(fields)
         row = JobIndexRow.objects.create(**values)
         count_new_rows(row)
+        if row.stage == "enqueued" and row.topic is None:  # queued: its delivery command
+            DeliveryCommand.objects.create(
+                namespace=row.namespace,
+                queue_name=row.queue_name,
+                job_id=row.job_id,
+                priority=row.priority,
+                available_at=row.transitioned_at,
+                enqueued_at=row.enqueued_at,
+            )
         return row
 
     return make

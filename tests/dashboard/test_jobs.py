@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from later_django.dashboard import listing
+from later_django.models import DeliveryCommand
 
 pytestmark = pytest.mark.django_db
 
@@ -169,3 +170,74 @@ def test_a_full_page_links_to_the_next_one(viewer_client, make_job, monkeypatch)
     response = viewer_client.get(FAILED)
     assert len(listed(response)) == 2
     assert response.context["next_url"]
+
+
+ENQUEUED = reverse("admin:later_dashboard_jobs", args=["enqueued"])
+
+
+def walk(client, url, params=None) -> list[str]:
+    """Every job id the pages list, following the next links to the end."""
+    seen: list[str] = []
+    response = client.get(url, params or {})
+    while True:
+        assert response.status_code == 200
+        seen += listed(response)
+        if not response.context["next_url"]:
+            return seen
+        response = client.get(response.context["next_url"])
+
+
+def test_queued_jobs_are_listed_newest_command_first_then_the_queued_jobs_of_topics(
+    viewer_client, make_job, monkeypatch
+):
+    monkeypatch.setattr(listing, "PAGE_SIZE", 3)
+    now = timezone.now()
+    # Commands are listed in the order they were written, whatever their times say.
+    plain = [make_job("enqueued", at=now - timedelta(seconds=i % 2)) for i in range(7)]
+    ordered = [
+        make_job("enqueued", at=now - timedelta(minutes=i), topic="orders", partition=0, sequence=i)
+        for i in range(4)
+    ]
+    running = make_job("running")  # its command is held by the worker running it
+    DeliveryCommand.objects.create(
+        namespace=running.namespace,
+        queue_name="default",
+        job_id=running.job_id,
+        available_at=now,
+        enqueued_at=now,
+        lease_owner="host:1:abcdef",
+    )
+    make_job("delayed")
+
+    seen = walk(viewer_client, ENQUEUED)
+
+    assert seen == [r.job_id for r in reversed(plain)] + [r.job_id for r in ordered]
+
+
+def test_the_enqueued_page_filters_by_task_and_queue_within_a_bounded_window(
+    viewer_client, make_job, monkeypatch
+):
+    monkeypatch.setattr(listing, "PAGE_SIZE", 2)
+    monkeypatch.setattr(listing, "QUEUE_SCAN_LIMIT", 4)
+    charge = [make_job(task_path="shop.tasks.charge", queue_name="emails") for _ in range(3)]
+    for _ in range(6):
+        make_job(task_path="shop.tasks.refund")
+    late = make_job(task_path="shop.tasks.charge", queue_name="emails")
+    topic = make_job(
+        task_path="shop.tasks.charge", queue_name="emails", topic="orders", partition=0, sequence=1
+    )
+    expected = [late.job_id] + [r.job_id for r in reversed(charge)] + [topic.job_id]
+
+    assert walk(viewer_client, ENQUEUED, {"task": "shop.tasks.charge"}) == expected
+    assert walk(viewer_client, ENQUEUED, {"queue": "emails"}) == expected
+    first = viewer_client.get(ENQUEUED, {"task": "shop.tasks.charge"})
+    assert listed(first) == [late.job_id]  # the first window of four held one
+    assert first.context["scanned"] == 4
+
+
+def test_a_cursor_of_the_enqueued_page_is_a_bad_request_on_another_stage(viewer_client):
+    response = viewer_client.get(FAILED, {"after": "q12"})
+    assert response.status_code == 400
+    assert b"belongs to the enqueued jobs&#x27; page" in response.content
+    assert viewer_client.get(ENQUEUED, {"after": "q12"}).status_code == 200
+    assert viewer_client.get(ENQUEUED, {"after": "q1x"}).status_code == 400

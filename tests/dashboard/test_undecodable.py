@@ -68,14 +68,8 @@ def test_action_pages_render_for_an_unreadable_job(operator_client, make_job, st
 
 
 def test_the_cancel_page_renders_and_cancels_an_unreadable_pending_job(operator_client, make_job):
-    row = broken_job(make_job, "enqueued")
-    DeliveryCommand.objects.create(
-        namespace=NAMESPACE,
-        queue_name="emails",
-        job_id=row.job_id,
-        available_at=row.enqueued_at,
-        enqueued_at=row.enqueued_at,
-    )
+    row = broken_job(make_job, "enqueued")  # make_job writes its delivery command
+    assert DeliveryCommand.objects.filter(job_id=row.job_id).exists()
     url = reverse("admin:later_dashboard_action", args=[row.job_id, "cancel"])
     assert operator_client.get(url).status_code == 200
     response = operator_client.post(url, {"reason": "broken bytes"})

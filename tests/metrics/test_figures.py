@@ -12,6 +12,7 @@ from django.utils import timezone
 from later_django.dashboard.overview import floor_minute, percentile
 from later_django.log import Consumer, append_many
 from later_django.models import (
+    DeliveryCommand,
     JobExecution,
     JobIndexRow,
     JobTransitionMetric,
@@ -83,10 +84,10 @@ def test_the_oldest_enqueued_job_age_is_measured_from_when_it_became_ready(scrap
     first = tasks.add.enqueue(1, 1)
     tasks.add.enqueue(2, 2)
     # The first job became ready five minutes ago, as if no worker had come since.
-    JobIndexRow.objects.filter(job_id=first.id).update(
-        transitioned_at=timezone.now() - timedelta(minutes=5)
-    )
-    became_ready = JobIndexRow.objects.get(job_id=first.id).transitioned_at
+    ready_at = timezone.now() - timedelta(minutes=5)
+    JobIndexRow.objects.filter(job_id=first.id).update(transitioned_at=ready_at)
+    DeliveryCommand.objects.filter(job_id=first.id).update(available_at=ready_at)
+    became_ready = DeliveryCommand.objects.get(job_id=first.id).available_at
     before = (timezone.now() - became_ready).total_seconds()
     age = value(scrape(), "later_oldest_enqueued_job_age_seconds")
     after = (timezone.now() - became_ready).total_seconds()
