@@ -125,20 +125,24 @@ class JobRecord:
         return pack(self._stored_fields(), what=f"job {self.id}")
 
     def _stored_fields(self) -> dict[str, Any]:
-        # A shallow copy of the fields: dataclasses.asdict deep-copies every value and
-        # was the costliest step of storing an outcome, and a copy costs less than
-        # reading the fields one by one.
-        data = self.__dict__.copy()
-        if self.decode_error is None:  # only stand-ins carry these; others stay as small
-            del data["decode_error"], data["original_bytes"]
-        if self.notes:  # most jobs never get one; leave them out of the stored record
+        # The fields that differ from their defaults: a None and an empty list are what
+        # decode (this release's and 0.1.0's) fills in for a field that is absent, and
+        # leaving them out halves a new job's record, its names being most of its bytes.
+        # Read from __dict__: dataclasses.asdict deep-copies every value and was the
+        # costliest step of storing an outcome.
+        data = {name: value for name, value in self.__dict__.items() if value is not None}
+        if self.attempts:
+            data["attempts"] = [a.__dict__ for a in self.attempts]
+        else:
+            del data["attempts"]
+        if self.errors:
+            data["errors"] = [e.__dict__ for e in self.errors]
+        else:
+            del data["errors"]
+        if self.notes:
             data["notes"] = [n.__dict__ for n in self.notes]
         else:
             del data["notes"]
-        if self.cancel_requested_at is None:
-            del data["cancel_requested_at"]
-        data["attempts"] = [a.__dict__ for a in self.attempts]
-        data["errors"] = [e.__dict__ for e in self.errors]
         data["v"] = RECORD_VERSION
         return data
 
