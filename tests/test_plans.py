@@ -48,19 +48,25 @@ def plan_of(duty: Callable[[], object], table: str) -> str:
         return "\n".join(str(row) for row in cursor.fetchall())
 
 
-def test_lease_renewal_reads_claimed_commands_through_the_owner_index():
-    now = timezone.now()
+def waiting_commands(now, *, priorities: int = 1, spread: bool = False) -> None:
+    """5,000 delivery commands, the first 16 claimed by OWNER."""
     DeliveryCommand.objects.bulk_create(
         DeliveryCommand(
             namespace="tests",
             queue_name="default",
             job_id=f"{n:026d}",
-            available_at=now,
+            priority=n % priorities,
+            available_at=now - timedelta(seconds=n if spread else 0),
             enqueued_at=now,
             lease_owner=OWNER if n < 16 else None,
         )
         for n in range(5000)
     )
+
+
+def test_lease_renewal_reads_claimed_commands_through_the_owner_index():
+    now = timezone.now()
+    waiting_commands(now)
 
     plan = plan_of(
         lambda: leases.renew("tests", OWNER, lease_seconds=30, using="default"),
@@ -233,18 +239,7 @@ def test_a_queued_job_without_a_topic_writes_no_entry_in_the_listing_indexes():
 
 def test_the_enqueued_page_and_the_oldest_queued_job_read_the_queue_in_index_order():
     now = timezone.now()
-    DeliveryCommand.objects.bulk_create(
-        DeliveryCommand(
-            namespace="tests",
-            queue_name="default",
-            job_id=f"{n:026d}",
-            priority=n % 3,
-            available_at=now - timedelta(seconds=n),
-            enqueued_at=now,
-            lease_owner=OWNER if n < 16 else None,
-        )
-        for n in range(5000)
-    )
+    waiting_commands(now, priorities=3, spread=True)
     scope = Scope(namespace="tests", database="default", choices=("tests",))
 
     for read in (

@@ -8,6 +8,19 @@ delivery command and stay in both indexes.
 
 from django.db import migrations, models
 
+# Every stage but enqueued, and the enqueued jobs of topics (models.dashboard.INDEX_LISTED_ROWS).
+LISTED = models.Q(
+    ("topic__isnull", False),
+    ("stage", "delayed"),
+    ("stage", "waiting"),
+    ("stage", "running"),
+    ("stage", "requeued"),
+    ("stage", "success"),
+    ("stage", "failed"),
+    ("stage", "cancelled"),
+    _connector="OR",
+)
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -30,17 +43,7 @@ class Migration(migrations.Migration):
                 models.F("stage"),
                 models.OrderBy(models.F("transitioned_at"), descending=True),
                 models.OrderBy(models.F("id"), descending=True),
-                condition=models.Q(
-                    ("topic__isnull", False),
-                    ("stage", "delayed"),
-                    ("stage", "waiting"),
-                    ("stage", "running"),
-                    ("stage", "requeued"),
-                    ("stage", "success"),
-                    ("stage", "failed"),
-                    ("stage", "cancelled"),
-                    _connector="OR",
-                ),
+                condition=LISTED,
                 name="later_jobsindex_stage_idx",
             ),
         ),
@@ -51,17 +54,7 @@ class Migration(migrations.Migration):
                 models.F("task_path"),
                 models.F("stage"),
                 models.OrderBy(models.F("transitioned_at"), descending=True),
-                condition=models.Q(
-                    ("topic__isnull", False),
-                    ("stage", "delayed"),
-                    ("stage", "waiting"),
-                    ("stage", "running"),
-                    ("stage", "requeued"),
-                    ("stage", "success"),
-                    ("stage", "failed"),
-                    ("stage", "cancelled"),
-                    _connector="OR",
-                ),
+                condition=LISTED,
                 name="later_jobsindex_task_idx",
             ),
         ),
