@@ -85,7 +85,9 @@ class QueueCursor:
 
 
 # The enqueued page's position after its last command: where its topics' jobs begin.
-TOPICS_START = Cursor(datetime.max.replace(tzinfo=UTC), ROW_ID_MAX)
+# Later than any transition, and not datetime.max: a local time ahead of UTC (USE_TZ
+# off) would overflow past it.
+TOPICS_START = Cursor(datetime(9000, 1, 1, tzinfo=UTC), ROW_ID_MAX)
 
 
 def parse_cursor(text: str) -> Cursor | QueueCursor:

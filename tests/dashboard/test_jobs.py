@@ -241,3 +241,14 @@ def test_a_cursor_of_the_enqueued_page_is_a_bad_request_on_another_stage(viewer_
     assert b"belongs to the enqueued jobs&#x27; page" in response.content
     assert viewer_client.get(ENQUEUED, {"after": "q12"}).status_code == 200
     assert viewer_client.get(ENQUEUED, {"after": "q1x"}).status_code == 400
+
+
+@override_settings(USE_TZ=False, TIME_ZONE="Asia/Kathmandu")
+def test_the_enqueued_page_walks_into_the_topics_jobs_with_use_tz_off(
+    viewer_client, make_job, monkeypatch
+):
+    monkeypatch.setattr(listing, "PAGE_SIZE", 2)
+    plain = [make_job() for _ in range(2)]  # exactly one page of commands
+    ordered = make_job(topic="orders", partition=0, sequence=1)
+    seen = walk(viewer_client, ENQUEUED)
+    assert seen == [r.job_id for r in reversed(plain)] + [ordered.job_id]
