@@ -15,7 +15,7 @@ from .exceptions import TaskUnavailable
 from .models import JobIndexRow
 from .records import JobRecord, from_micros
 from .states import STATUS, Stage
-from .tasks_api import Task, TaskError, TaskResult
+from .tasks_api import Task, TaskError, TaskResult, new_result
 
 if TYPE_CHECKING:
     from .options import BackendOptions
@@ -101,7 +101,9 @@ def build_result(
             queue_name=record.queue_name, priority=record.priority, run_after=run_after
         )
     attempts = record.attempts
-    result: TaskResult = TaskResult(
+    # A record's arguments were normalised by the enqueue's check and come back from
+    # msgpack as they went in: TaskResult's own normalisation would only repeat it.
+    result: TaskResult = new_result(
         task=task,
         id=record.id,
         status=STATUS[row.stage],

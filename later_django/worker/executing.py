@@ -10,6 +10,7 @@ from contextlib import nullcontext
 from copy import deepcopy
 from dataclasses import replace
 from datetime import timedelta
+from functools import lru_cache
 from inspect import iscoroutinefunction
 from traceback import format_exception
 from typing import TYPE_CHECKING, Any
@@ -148,9 +149,15 @@ def abandoned_outcome(
     return _failure(item, record, exc, backend, worker_id, result)
 
 
+@lru_cache(maxsize=1024)
+def _is_async(func: Any) -> bool:
+    """Whether a task's function is a coroutine function: asked once per function."""
+    return iscoroutinefunction(func)
+
+
 def _call(task: Any, args: list[Any], kwargs: dict[str, Any], timeout: float | None) -> Any:
     thread = threading.current_thread()
-    if not iscoroutinefunction(task.func):
+    if not _is_async(task.func):
         thread.in_task = True  # type: ignore[attr-defined]
         try:
             return task.func(*args, **kwargs)
