@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from .db import connection_for, from_db, is_postgres, write_transaction
+from .db import connection_for, from_db, write_transaction
+from .sql import dialect
 from .states import Stage
 
 
@@ -80,16 +81,8 @@ def oldest_in_stage(namespace: str, stage: str, *, using: str = "default") -> da
 
 def fold(*, using: str = "default") -> None:
     """Move every pending delta into the totals, in one short transaction (PostgreSQL)."""
-    connection = connection_for(using)
-    if not is_postgres(connection):
+    sql = dialect(connection_for(using))
+    if not sql.COUNT_DELTAS:
         return
     with write_transaction(using) as cursor:
-        cursor.execute(
-            "WITH taken AS (DELETE FROM later_stage_count_delta "
-            " RETURNING namespace, stage, delta) "
-            "INSERT INTO later_stage_counts (namespace, stage, count) "
-            "SELECT namespace, stage, SUM(delta) FROM taken GROUP BY namespace, stage "
-            "ORDER BY namespace, stage "
-            "ON CONFLICT (namespace, stage) "
-            "DO UPDATE SET count = later_stage_counts.count + excluded.count"
-        )
+        sql.fold_counts(cursor)

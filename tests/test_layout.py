@@ -21,7 +21,6 @@ ALLOWED = {
     "storage/store.py": "refuses a database Later does not support",
     "storage/maintenance.py": "SQLite's own upkeep (WAL checkpoints and VACUUM), not job state",
     "worker/runner.py": "how an idle worker is woken: LISTEN on PostgreSQL, a file watch on SQLite",
-    "counts.py": "stage-count deltas exist on PostgreSQL only (migration 0005)",
 }
 
 

@@ -586,6 +586,24 @@ TRUNCATE = (
 # -- upkeep ----------------------------------------------------------------------------
 
 
+# The enqueue statements and the index's triggers append stage-count deltas
+# (migration 0005) rather than lock the counter rows; upkeep folds them.
+COUNT_DELTAS = True
+
+
+def fold_counts(cursor: Any) -> None:
+    """Move every pending stage-count delta into the totals."""
+    cursor.execute(
+        "WITH taken AS (DELETE FROM later_stage_count_delta "
+        " RETURNING namespace, stage, delta) "
+        "INSERT INTO later_stage_counts (namespace, stage, count) "
+        "SELECT namespace, stage, SUM(delta) FROM taken GROUP BY namespace, stage "
+        "ORDER BY namespace, stage "
+        "ON CONFLICT (namespace, stage) "
+        "DO UPDATE SET count = later_stage_counts.count + excluded.count"
+    )
+
+
 def lock_for_recount(cursor: Any, timeout_ms: int) -> None:
     """Block every writer of the index (and so every counter trigger) until the recount
     commits; locking only this table keeps the order writers use. While it waits, every

@@ -242,6 +242,13 @@ class Dialect(Protocol):
 
     # -- upkeep ----------------------------------------------------------------------------
 
+    # Whether stage counts gather as deltas that ``fold_counts`` moves into the totals.
+    COUNT_DELTAS: bool
+
+    def fold_counts(self, cursor: Any) -> None:
+        """Move every pending stage-count delta into the totals, in the cursor's
+        transaction."""
+
     def lock_for_recount(self, cursor: Any, timeout_ms: int) -> None:
         """Keep every writer of the index out until the transaction ends, waiting at
         most ``timeout_ms`` for the lock; nothing where the write transaction already

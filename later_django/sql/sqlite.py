@@ -399,6 +399,14 @@ TRUNCATE = (
 # -- upkeep ----------------------------------------------------------------------------
 
 
+# The index's triggers update the totals directly (one writer at a time).
+COUNT_DELTAS = False
+
+
+def fold_counts(cursor: Any) -> None:
+    """Nothing: no deltas are kept."""
+
+
 def lock_for_recount(cursor: Any, timeout_ms: int) -> None:
     """Nothing: the write transaction already keeps every other writer out."""
 
