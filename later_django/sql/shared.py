@@ -256,5 +256,5 @@ class Dialect(Protocol):
 
     def analyze_stale(self, cursor: Any, tables: Sequence[str], slack: int) -> list[str]:
         """Refresh the planner statistics of those ``tables`` never analysed, or holding
-        more than twice the rows they had at their last analysis (plus ``slack``);
-        return them."""
+        more than twice the rows they had at their last analysis (plus ``slack``), or
+        (where the planner counts them) the pages; return them."""

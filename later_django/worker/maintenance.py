@@ -163,6 +163,8 @@ def refresh_statistics(*, using: str) -> list[str]:
     each outcome). A table counts as stale when it was never analysed, or holds
     more than twice the rows it had at its last ANALYZE (plus a slack): a table
     filling from empty is analysed at about 1,000, 3,000, 7,000 rows and so on.
+    On PostgreSQL, also more than twice its pages (plus a slack): the execution
+    leases keep few live rows while deleted ones fill their pages.
     ``SKIP_LOCKED`` passes over a table autovacuum is working on. Returns the
     tables analysed.
     """
