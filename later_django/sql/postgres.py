@@ -625,8 +625,8 @@ def analyze_stale(cursor: Any, tables: Sequence[str], slack: int) -> list[str]:
     live rows while its dead ones fill pages until a vacuum. A plan made while it was
     empty scans all of them for every outcome, and a prepared statement keeps that
     plan until an ANALYZE records the pages (in drains of 20,000 jobs with autovacuum
-    off, outcomes cost the server 105 to 130 µs a job instead of 70 to 85). ``SKIP_LOCKED`` passes
-    over a table autovacuum is working on."""
+    off, outcomes cost the server 105 to 130 µs a job instead of 70 to 85).
+    ``SKIP_LOCKED`` passes over a table autovacuum is working on."""
     cursor.execute(
         "SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
         "WHERE s.relname = ANY(%s) AND s.schemaname = current_schema() "

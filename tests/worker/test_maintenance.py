@@ -20,6 +20,7 @@ from later_django.models import (
     StageCount,
     Worker,
 )
+from later_django.sql.postgres import PAGE_SLACK
 from later_django.storage import is_transient
 from later_django.tasks_api import TaskResultStatus
 from later_django.worker import leases
@@ -383,8 +384,7 @@ def test_execution_leases_that_came_and_went_get_fresh_planner_statistics(withou
     churn_execution_leases(6000)
     assert table_statistics("later_job_execution", "n_live_tup") == (0,)
     planned, pages = planned_pages("later_job_execution")
-    assert planned == 0
-    assert pages > 16
+    assert pages > 2 * planned + PAGE_SLACK  # stale by pages alone
     assert "later_job_execution" in refresh_statistics(using="default")
     assert planned_pages("later_job_execution") == (pages, pages)
     assert "later_job_execution" not in refresh_statistics(using="default")
