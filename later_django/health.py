@@ -28,7 +28,7 @@ from .counts import oldest_in_stage
 from .exceptions import LaterError
 from .models import Worker
 from .states import Stage
-from .worker.runner import check_schema
+from .worker.config import check_schema
 
 
 @dataclass(frozen=True)

@@ -7,42 +7,34 @@ import logging
 import math
 import os
 import queue
-import secrets
 import signal
-import socket
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING, cast
 
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from ..aliases import options_of
 from ..conf import later_settings, renewal_interval
 from ..db import limit_idle_transactions, retrying
 from ..engine.claiming import BATCH, Claimed, Claims, claim, unheld
 from ..engine.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS, Outcome
 from ..exceptions import LaterError
 from ..states import Stage
-from ..tasks_api import InvalidTaskBackend, task_backends
 from ..topics.runtime import TopicParticipation, wait_mode
-from . import timeouts
+from . import handback, timeouts
+from .config import WorkerConfig, check_schema, later_backend, new_worker_id
 from .executing import execute, failed_outcome
 from .metrics import MetricsBatch, wait_bin
+from .outage import Outage
 from .services import Services
 from .slots import Running, Slot, deadline_for
 from .wakeup import PostgresListener, SqliteWatcher, idle_wait, use_wal
 from .writer import OUTCOME_BATCH, OutcomeWriter
 
-if TYPE_CHECKING:
-    from ..backend import LaterBackend
-
 logger = logging.getLogger(__name__)
 
-DEFAULT_CONCURRENCY = 8
 # Outcomes waiting for the writer thread beyond this many take up room in the
 # inbox, so a worker whose writer falls behind claims less until it catches up.
 # It also bounds the finished runs a killed worker leaves unstored, which run again.
@@ -54,78 +46,11 @@ WRITER_SLACK = OUTCOME_BATCH
 # what its slots run, and leaves the rest to other workers.
 HOLD_SECONDS = 0.1
 MAX_RESERVE = 4 * BATCH
-# A claimed job that has waited this long for a free slot goes back to the
-# queue, for another worker (see Worker._hand_back_held).
-HELD_TOO_LONG = 2.0
-HELD_CHECK_EVERY = HELD_TOO_LONG / 4  # at most this often: each look drains the inbox
 # The main loop waits at least this long between checks of timeouts and held
 # jobs, however close the next one is, so that one just passed never makes it spin.
 CHECK_SLACK = 0.005
 # The weight of the latest job in the running average of job times.
 JOB_TIME_WEIGHT = 0.1
-# After the database refuses a claim (once the retries of transient errors are
-# spent: a restart, a failover, a lock held for long), the worker waits this
-# long before it tries again, doubling up to the most, and keeps running.
-OUTAGE_FIRST_PAUSE = 0.5
-OUTAGE_MOST_PAUSE = 10.0
-
-
-@dataclass
-class WorkerConfig:
-    backend: str = "default"
-    concurrency: int = DEFAULT_CONCURRENCY
-    queues: list[str] | None = None
-    burst: bool = False
-    max_jobs: int | None = None
-    shutdown_timeout: float = 30.0
-    health_file: str | None = None  # touched at each heartbeat
-    install_signal_handlers: bool = True
-    counts: Counter[str] = field(default_factory=Counter)
-
-
-def new_worker_id() -> str:
-    return f"{socket.gethostname()[:60]}:{os.getpid()}:{secrets.token_hex(3)}"
-
-
-def later_backend(alias: str, *, needed_by: str) -> LaterBackend:
-    """The Later backend of a ``TASKS`` alias; ``needed_by`` names the command in errors.
-
-    Raises LaterError for an unknown alias or another kind of backend, and the
-    backend's own error for invalid ``OPTIONS``.
-    """
-    try:
-        backend = task_backends[alias]
-    except InvalidTaskBackend as e:
-        if alias in task_backends.settings:  # there, but its BACKEND does not import
-            raise LaterError(f"Task backend {alias!r} cannot be loaded: {e}") from e
-        raise LaterError(
-            f"Task backend {alias!r} is not in settings.TASKS; its aliases are "
-            f"{', '.join(task_backends.settings)}."
-        ) from e
-    if options_of(backend) is None:
-        raise LaterError(
-            f"Task backend {alias!r} is {type(backend).__name__}; {needed_by} "
-            "needs one whose BACKEND is 'later_django.backend.LaterBackend'."
-        )
-    later = cast("LaterBackend", backend)  # its OPTIONS are Later's: a LaterBackend
-    if later.options_error is not None:
-        raise later.options_error
-    return later
-
-
-def check_schema(using: str) -> None:
-    """Refuse to start on a database where the ``later`` app's migrations are not all applied."""
-    from django.db.migrations.executor import MigrationExecutor
-
-    executor = MigrationExecutor(connections[using])
-    leaves = [node for node in executor.loader.graph.leaf_nodes() if node[0] == "later"]
-    missing = [migration.name for migration, _ in executor.migration_plan(leaves)]
-    if missing:
-        raise LaterError(
-            f"Database {using!r} has not had {len(missing)} of later_django's migrations "
-            f"applied (the first is {missing[0]}), so its tables are missing or out of "
-            f"date. Run: python manage.py migrate --database {using}"
-        )
 
 
 class Worker:
@@ -150,10 +75,8 @@ class Worker:
         self.running: dict[str, Running] = {}
         self.slots: list[Slot] = []
         self.outcomes = OutcomeWriter(self)
-        self.held_checked_at = 0.0  # when _hand_back_held last looked (main thread)
-        self.outage_since: float | None = None  # when claims began to fail (main thread)
-        self.outage_pause = 0.0
-        self.resume_at = 0.0  # no claim before this monotonic time, during an outage
+        self.held_checked_at = 0.0  # when handback.hand_back_held last looked (main thread)
+        self.outage = Outage()  # claims the database refused (main thread)
         # When to look for jobs leased to it that it does not hold: none at start, since
         # its id is new.
         self.unheld_at = self._next_unheld_look()
@@ -276,18 +199,18 @@ class Worker:
                 self.outcomes.collect()
             timeouts.check(self)
             if self.stop_requested.is_set():
-                self._release_unstarted()
+                handback.release_unstarted(self)
                 if self._settled():
                     return
                 if time.monotonic() >= self.drain_deadline:
-                    self._release_running()
+                    handback.release_running(self)
                     self.outcomes.store_now()
                     return
                 idle_wait(self.wake, 0.05, None)
                 continue
-            self._hand_back_held()
-            if time.monotonic() < self.resume_at:
-                idle_wait(self.wake, self.resume_at - time.monotonic(), None)
+            handback.hand_back_held(self)
+            if time.monotonic() < self.outage.resume_at:
+                idle_wait(self.wake, self.outage.resume_at - time.monotonic(), None)
                 continue
             limit = self.config.max_jobs
             if limit is not None and self.claimed_total >= limit:
@@ -317,7 +240,7 @@ class Worker:
                 more = False
                 if can_claim:
                     claimed, more = self._claim(free)
-                    self._database_back()
+                    self.outage.claim_went_through()
                 if time.monotonic() >= self.unheld_at:
                     found = self._take_unheld()
                     claimed += found
@@ -340,35 +263,12 @@ class Worker:
 
     def _database_trouble(self, error: DatabaseError) -> None:
         """A claim failed for good: keep running, and try again after a growing pause."""
-        now = time.monotonic()
-        if self.outage_since is None:
-            self.outage_since = now
-            self.outage_pause = OUTAGE_FIRST_PAUSE
-            logger.error(
-                "cannot claim jobs: the database failed error=%s; running jobs go on, and "
-                "claiming is tried again every few seconds",
-                error,
-            )
-        else:
-            self.outage_pause = min(self.outage_pause * 2, OUTAGE_MOST_PAUSE)
-            logger.warning(
-                "still cannot claim jobs after %.0fs error=%s", now - self.outage_since, error
-            )
+        self.outage.claim_failed(error)
         # The next claim opens a fresh connection; closing a broken one may raise,
         # and Django forgets it all the same.
         with contextlib.suppress(DatabaseError):
             connections[self.using].close()
-        self.resume_at = now + self.outage_pause
         self.unheld_at = 0.0  # the failed claim may have committed: look once it is back
-
-    def _database_back(self) -> None:
-        """A claim went through: end the outage, if there was one."""
-        if self.outage_since is not None:
-            logger.warning(
-                "claiming again: the database answered after %.0fs",
-                time.monotonic() - self.outage_since,
-            )
-            self.outage_since = None
 
     def _more_to_do(self) -> bool:
         """Before a burst worker exits: promote what is due, then look for anything runnable.
@@ -521,63 +421,13 @@ class Worker:
             self.job_seconds = seconds
         else:
             self.job_seconds += JOB_TIME_WEIGHT * (seconds - self.job_seconds)
-        self._size_reserve()
+        self.size_reserve()
 
-    def _size_reserve(self) -> None:
+    def size_reserve(self) -> None:
         """The jobs the slots start within HOLD_SECONDS, by the average job time (under lock)."""
         assert self.job_seconds is not None
         wanted = self.config.concurrency * HOLD_SECONDS / max(self.job_seconds, 1e-6)
         self.reserve = min(MAX_RESERVE, math.floor(wanted))
-
-    def _hand_back_held(self) -> None:
-        """Give back claimed jobs that have waited too long for a free slot.
-
-        The reserve is sized by the average of recent jobs; when jobs turn long
-        (a report after a run of e-mails), the jobs held behind them would wait
-        for their end while other workers idle. Once one has waited
-        HELD_TOO_LONG, every job still waiting in the inbox goes back to the
-        queue without using up an attempt (those claimed just after it wait
-        behind the same busy slots), and the wait counts as a job time, so the
-        reserve shrinks rather than claims them again.
-        """
-        now = time.monotonic()
-        if now - self.held_checked_at < HELD_CHECK_EVERY:
-            return
-        self.held_checked_at = now
-        with self.lock:
-            held = [r.started for r in self.running.values() if r.slot is None]
-        if not held or now - min(held) < HELD_TOO_LONG:
-            return
-        kept: list[Claimed | None] = []
-        stale: list[Running] = []
-        while True:
-            try:
-                item = self.inbox.get_nowait()
-            except queue.Empty:
-                break
-            with self.lock:
-                running = None if item is None else self.running.get(item.job_id)
-                if running is not None:
-                    del self.running[running.item.job_id]
-                    stale.append(running)
-                    continue
-            kept.append(item)
-        for item in kept:
-            self.inbox.put(item)
-        if not stale:
-            return
-        waited = now - min(r.started for r in stale)
-        with self.lock:
-            self.job_seconds = max(self.job_seconds or 0.0, waited)
-            self._size_reserve()
-            self.claimed_total -= len(stale)
-        logger.info(
-            "%s claimed job(s) waited %.1fs for a free thread; handing them back to the queue",
-            len(stale),
-            waited,
-        )
-        for running in stale:
-            self._release(running, routine=True)
 
     def _slot_done(self, slot: Slot, item: Claimed, outcome: Outcome) -> None:
         with self.lock:
@@ -612,49 +462,12 @@ class Worker:
             elif (at := running.step_at(timeouts.INTERRUPT_GRACE, self.cancel_grace)) is not None:
                 soonest = min(soonest, at - now)
         if oldest_held < math.inf:
-            at = max(oldest_held + HELD_TOO_LONG, self.held_checked_at + HELD_CHECK_EVERY)
+            at = max(
+                oldest_held + handback.HELD_TOO_LONG,
+                self.held_checked_at + handback.HELD_CHECK_EVERY,
+            )
             soonest = min(soonest, at - now)
         return max(soonest, CHECK_SLACK)
-
-    def _release_running(self) -> None:
-        """Hand unfinished jobs back at once, without using up an attempt."""
-        with self.lock:
-            leftovers = list(self.running.values())
-            self.running.clear()
-        for running in leftovers:
-            logger.warning("job id=%s released at shutdown", running.item.job_id)
-            self._release(running)
-
-    def _release_unstarted(self) -> None:
-        """Hand back claimed jobs still waiting in the inbox: stopping starts nothing new."""
-        while True:
-            try:
-                item = self.inbox.get_nowait()
-            except queue.Empty:
-                return
-            if item is None:
-                continue
-            with self.lock:
-                running = self.running.pop(item.job_id, None)
-            if running is not None:
-                logger.info("job id=%s released at shutdown before it started", item.job_id)
-                self._release(running)
-
-    def _release(self, running: Running, *, routine: bool = False) -> None:
-        running.item.load()
-        record = running.item.record
-        if record is not None and record.attempts:
-            record.attempts.pop()
-        outcome = Outcome(
-            running.item.job_id,
-            running.item.epoch,
-            RELEASE,
-            record,
-            timezone.now(),
-            routine=routine,
-        )
-        with self.lock:
-            self.outcomes.emit(outcome)
 
     # -- metrics ---------------------------------------------------------------------------
 

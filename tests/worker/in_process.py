@@ -14,7 +14,8 @@ from typing import Any
 
 from django.db import connections
 
-from later_django.worker.runner import Worker, WorkerConfig
+from later_django.worker.config import WorkerConfig
+from later_django.worker.runner import Worker
 
 
 def _run(worker: Worker, errors: list[BaseException]) -> None:

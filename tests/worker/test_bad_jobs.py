@@ -16,7 +16,8 @@ from later_django.models import JobIndexRow, StorageValue
 from later_django.records import ErrorEntry, JobRecord
 from later_django.results import UnavailableTask
 from later_django.tasks_api import TaskResultDoesNotExist, TaskResultStatus, default_task_backend
-from later_django.worker.runner import Worker, WorkerConfig
+from later_django.worker.config import WorkerConfig
+from later_django.worker.runner import Worker
 from tests import tasks
 from tests.models import Execution
 from tests.topics import tasks as topic_tasks

@@ -23,8 +23,9 @@ from later_django.states import Stage
 from later_django.tasks_api import default_task_backend
 from later_django.topics.context import context_for
 from later_django.worker.cancels import deliver
+from later_django.worker.config import WorkerConfig
 from later_django.worker.executing import execute
-from later_django.worker.runner import Worker, WorkerConfig
+from later_django.worker.runner import Worker
 from later_django.worker.slots import Running
 from tests import tasks
 from tests.conftest import wait_for

@@ -19,7 +19,8 @@ from later_django.jobs import get_job
 from later_django.states import Stage
 from later_django.topics.assignment import Preference
 from later_django.topics.claiming import claim_heads
-from later_django.worker.runner import Worker, WorkerConfig
+from later_django.worker.config import WorkerConfig
+from later_django.worker.runner import Worker
 from tests import tasks
 from tests.conftest import held_by_another_connection, wait_for
 from tests.models import Execution

@@ -24,6 +24,7 @@ from later_django.sql.postgres import PAGE_SLACK
 from later_django.storage import is_transient
 from later_django.tasks_api import TaskResultStatus
 from later_django.worker import leases
+from later_django.worker.config import WorkerConfig
 from later_django.worker.maintenance import (
     HOT_TABLES,
     promote_due,
@@ -32,7 +33,6 @@ from later_django.worker.maintenance import (
     refresh_statistics,
 )
 from later_django.worker.runner import Worker as LaterWorker
-from later_django.worker.runner import WorkerConfig
 from later_django.worker.services import RECONCILE_INTERVAL, Services
 from tests import tasks
 from tests.conftest import seconds_while_locked, wait_for

@@ -13,8 +13,9 @@ from django.utils import timezone
 from later_django.models import JobIndexRow, StorageValue
 from later_django.storage import Storage
 from later_django.tasks_api import TaskResultDoesNotExist, TaskResultStatus, default_task_backend
+from later_django.worker.config import WorkerConfig
 from later_django.worker.maintenance import sweep_jobs_index
-from later_django.worker.runner import Worker, WorkerConfig
+from later_django.worker.runner import Worker
 from later_django.worker.services import Services
 from later_django.worker.wakeup import use_wal
 from tests import tasks

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from later_django.conf import later_settings
 from later_django.exceptions import LaterError
 from later_django.health import check_health
-from later_django.worker.runner import later_backend
+from later_django.worker.config import later_backend
 
 UNHEALTHY = 1
 MISCONFIGURED = 2

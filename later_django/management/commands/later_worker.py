@@ -15,7 +15,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from later_django.engine.outcomes import CANCELLED, FAILED, RELEASE, RETRY, SUCCESS
 from later_django.exceptions import LaterError
 from later_django.tasks_api import TASKS_LOGGER
-from later_django.worker.runner import DEFAULT_CONCURRENCY, Worker, WorkerConfig
+from later_django.worker.config import DEFAULT_CONCURRENCY, WorkerConfig
+from later_django.worker.runner import Worker
 
 logger = logging.getLogger(__name__)
 
