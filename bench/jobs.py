@@ -13,7 +13,9 @@ less), reference figures (one bare row inserted into a logged table per
 ceiling for the first enqueue figure; the bulk figure's rows, built
 beforehand, written by the driver alone into trigger-less copies of the job
 tables, the ceiling for the bulk figure; and the driver's round trip of
-``SELECT 1``, to compare machines), the CPU the whole machine spent per
+``SELECT 1``, to compare machines; on PostgreSQL, the rows a second that 8
+and 2 threads commit one at a time with no queue running, the ceiling of a
+drain whose jobs each commit one row), the CPU the whole machine spent per
 drained job (Linux), on PostgreSQL the WAL the server wrote per drained job,
 and (with ``--memory N``) the worker's resident memory while it drains N
 jobs.
@@ -84,6 +86,14 @@ def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
     # The machine's ceiling for that figure: one bare row per transaction, no Django.
     figures["(reference) BEGIN, one bare row, COMMIT"] = child("floor", url, "3000") + " rows/s"
     figures["(reference) SELECT 1 round trip"] = child("round_trip", url, "3000")
+    if kind == "postgres":
+        # A drain's ceiling when each job commits one row of its own (the peers' benchmark
+        # body): threads committing such rows with no queue at all, as many as the default
+        # slots and as `--concurrency 2`.
+        for threads in (8, 2):
+            figures[f"(reference) {threads} threads committing one row each, no queue"] = (
+                child("commit_ceiling", url, str(threads), "20000") + " rows/s"
+            )
     figures["bulk enqueue"] = child("enqueue_bulk", url, str(drain)) + " jobs/s"
     # Its ceiling: the same rows, built beforehand, written to copies of the job tables.
     figures["(reference) the bulk figure's rows, by the driver alone"] = (
@@ -205,6 +215,9 @@ def child_main(mode: str, args: list[str]) -> None:
         with connection.cursor() as cursor:
             cursor.execute("DROP TABLE bench_floor")
         return
+    if mode == "commit_ceiling":
+        print(f"{commit_ceiling(int(args[0]), int(args[1])):,.0f}")
+        return
     if mode == "bulk_floor":
         print(f"{bulk_floor(connection, int(args[0])):,.0f}")
         return
@@ -281,6 +294,48 @@ def enqueue_in_atomic(n: int, task, rounds: int = 5) -> str:
         f"+{enqueue - one:.0f} µs for enqueue() vs +{two - one:.0f} µs for a second row "
         f"({(enqueue - one) / (two - one):.2f}x; one row alone {one:.0f} µs)"
     )
+
+
+def commit_ceiling(threads: int, n: int) -> float:
+    """Rows a second that ``threads`` threads commit, one row a transaction, each on a
+    connection of its own, with no queue running: a drain whose jobs each commit one row
+    cannot beat it on this machine with as many slots."""
+    import threading
+
+    from django.db import connection, connections
+
+    with connection.cursor() as cursor:
+        # The peers' benchmark body's table and row.
+        cursor.execute(
+            "CREATE TABLE bench_commits (seq integer NOT NULL, started_at double precision "
+            "NOT NULL, done_at double precision NOT NULL DEFAULT extract(epoch FROM "
+            "clock_timestamp()), pid integer NOT NULL)"
+        )
+    each = n // threads
+    ready = threading.Barrier(threads + 1)
+
+    def commit_rows() -> None:
+        connection.ensure_connection()
+        raw = connection.connection  # autocommit: each INSERT is its own transaction
+        ready.wait()
+        for seq in range(each):
+            raw.execute(
+                "INSERT INTO bench_commits (seq, started_at, pid) VALUES (%s, %s, %s)",
+                (seq, time.time(), os.getpid()),
+            ).close()
+        connections.close_all()
+
+    pool = [threading.Thread(target=commit_rows) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    ready.wait()
+    began = time.perf_counter()
+    for thread in pool:
+        thread.join()
+    rate = each * threads / (time.perf_counter() - began)
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE bench_commits")
+    return rate
 
 
 JOB_TABLES = ("later_storage", "later_jobs_index", "later_delivery_queue")
