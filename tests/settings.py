@@ -56,6 +56,9 @@ TEMPLATES = [
 ]
 
 STATIC_URL = "static/"
+# Users made by the dashboard's tests hash their passwords; the default hasher's
+# deliberate slowness cost each such test 0.4 s (Django's advice for test settings).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _database = env.db("DATABASE_URL", default=f"sqlite:///{ROOT / '.test-db' / 'test.sqlite3'}")
