@@ -10,6 +10,12 @@ worker joins or dies, mostly its own share moves. The hint orders claiming, it
 never decides it: a worker takes a partition that is not its own once the
 head has waited ``steal_after`` seconds, and the partition lease is what
 keeps two workers from running one partition at once.
+
+A worker that died keeps its place in the spread until ``LATER_WORKER_DEAD_AFTER``
+(so that a late heartbeat does not move partitions about), but once it has been
+silent for ``SILENT_AFTER_BEATS`` heartbeat intervals its partitions are
+*orphaned*: every live worker claims their heads at once, as its own, instead of
+stealing one head per ``steal_after``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from django.utils import timezone
 
 from ..conf import later_settings
 from ..db import connection_for, to_db
+
+# Heartbeat intervals of silence after which a worker's partitions are orphaned.
+SILENT_AFTER_BEATS = 3
 
 
 def score(worker_id: str, topic: str, partition: int) -> int:
@@ -81,7 +90,9 @@ def partition_token(topic: str, partition: int) -> str:
 
 @dataclass(frozen=True)
 class Preference:
-    """The partitions one worker prefers; ``everything`` when it is the only live worker."""
+    """The partitions one worker claims at once (its own share, and the shares of
+    silent workers); ``everything`` when it is the only live worker. It takes
+    other heads once they have waited ``steal_after`` seconds."""
 
     tokens: frozenset[str] = frozenset()
     everything: bool = True
@@ -107,20 +118,27 @@ class Assignment:
 
     def refresh(self) -> None:
         connection = connection_for(self.using)
-        dead_before = timezone.now() - timedelta(seconds=later_settings.worker_dead_after)
+        now = timezone.now()
+        dead_before = now - timedelta(seconds=later_settings.worker_dead_after)
+        silent_before = now - timedelta(
+            seconds=SILENT_AFTER_BEATS * later_settings.heartbeat_interval
+        )
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT worker_id FROM later_worker WHERE namespace = %s AND heartbeat_at > %s",
-                [self.namespace, to_db(connection, dead_before)],
+                "SELECT worker_id, heartbeat_at <= %s FROM later_worker "
+                "WHERE namespace = %s AND heartbeat_at > %s",
+                [to_db(connection, silent_before), self.namespace, to_db(connection, dead_before)],
             )
-            workers = sorted({row[0] for row in cursor.fetchall()} | {self.worker_id})
+            heard = cursor.fetchall()
+            workers = sorted({row[0] for row in heard} | {self.worker_id})
+            silent = frozenset(w for w, quiet in heard if quiet and w != self.worker_id)
             cursor.execute(
                 "SELECT name, partition_count FROM later_topic WHERE namespace = %s",
                 [self.namespace],
             )
             topics = sorted(cursor.fetchall())
         self.refreshed = time.monotonic()
-        key = (tuple(workers), tuple(topics))
+        key = (tuple(workers), tuple(topics), silent)
         if key == self._key:
             return
         self._key = key
@@ -132,6 +150,6 @@ class Assignment:
             partition_token(topic, partition)
             for topic, count in topics
             for partition, owner in enumerate(spread(topic, count, workers))
-            if owner == self.worker_id
+            if owner == self.worker_id or owner in silent
         )
         self.preference = Preference(tokens=mine, everything=False, steal_after=steal_after)

@@ -10,8 +10,8 @@ from django.utils import timezone
 from later_django import partition_for_key
 from later_django.engine.outcomes import FAILED, RETRY
 from later_django.jobs import cancel_job
-from later_django.models import JobIndexRow, PartitionHead, PartitionJob, PartitionLease
-from later_django.topics.assignment import Preference, partition_token
+from later_django.models import JobIndexRow, PartitionHead, PartitionJob, PartitionLease, Worker
+from later_django.topics.assignment import Assignment, Preference, partition_token, spread
 from tests.topics import tasks
 
 from .conftest import ORDERS
@@ -185,6 +185,52 @@ def test_the_steal_delay_counts_from_when_a_row_becomes_head_not_from_its_enqueu
     assert PartitionHead.objects.get(job_id=theirs[1]).available_at > long_ago
     PartitionHead.objects.filter(job_id=theirs[1]).update(available_at=long_ago)
     assert [c.job_id for c in claim("worker-a", preference=preference)] == [theirs[1]]
+
+
+def test_a_silent_workers_partitions_are_claimed_at_once_before_it_counts_as_dead(settings):
+    settings.LATER_HEARTBEAT_INTERVAL = 1
+    settings.LATER_WORKER_DEAD_AFTER = 60
+    now = timezone.now()
+    for worker_id in ("worker-a", "worker-b", "worker-c"):
+        Worker.objects.create(
+            namespace="tests",
+            worker_id=worker_id,
+            hostname="h",
+            pid=1,
+            started_at=now,
+            heartbeat_at=now,
+        )
+    shares = spread("orders", ORDERS, ["worker-a", "worker-b", "worker-c"])
+
+    def share(*workers: str) -> frozenset[str]:
+        return frozenset(
+            partition_token("orders", p) for p, owner in enumerate(shares) if owner in workers
+        )
+
+    key_of_c = next(
+        f"key-{n}"
+        for n in range(1000)
+        if shares[partition_for_key(f"key-{n}", ORDERS)] == "worker-c"
+    )
+    job = enqueue(key_of_c)[0]  # also stores the topic's partition count
+    assignment = Assignment("tests", "worker-a", "default")
+
+    def orders(preference: Preference) -> frozenset[str]:
+        return frozenset(t for t in preference.tokens if t.startswith("orders:"))
+
+    assert orders(assignment.current()) == share("worker-a")
+    assert claim("worker-a", preference=assignment.current()) == []  # c's, not yet stolen
+    # worker-c stops heartbeating: three intervals on, it still counts in the spread
+    # (LATER_WORKER_DEAD_AFTER is a minute), but its partitions are claimed at once.
+    Worker.objects.filter(worker_id="worker-c").update(heartbeat_at=now - timedelta(seconds=3.5))
+    assignment.refresh()
+    preference = assignment.current()
+    assert (orders(preference), preference.everything) == (share("worker-a", "worker-c"), False)
+    assert [c.job_id for c in claim("worker-a", preference=preference)] == [job]
+    # Heard from again, it has its share back.
+    Worker.objects.filter(worker_id="worker-c").update(heartbeat_at=timezone.now())
+    assignment.refresh()
+    assert orders(assignment.current()) == share("worker-a")
 
 
 def test_a_continuation_waits_in_its_parents_partition_and_runs_right_after_it():
