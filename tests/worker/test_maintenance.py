@@ -47,6 +47,9 @@ NS = "tests"
 
 def test_a_delayed_job_runs_once_its_time_comes(start_worker):
     start_worker()
+    # Its row is written before its first claim; a worker still starting up when the job
+    # fell due (seconds, on a loaded machine) would run it late for that reason alone.
+    wait_for(lambda: Worker.objects.filter(namespace=NS).exists(), timeout=20)
     before = time.time()
     result = tasks.record.using(run_after=timedelta(seconds=1)).enqueue("delayed", "x")
     assert JobIndexRow.objects.get(job_id=result.id).stage == "delayed"
