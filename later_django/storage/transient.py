@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 
 from django.db import InterfaceError as DjangoInterfaceError
-
-try:
-    import psycopg
-except ImportError:  # psycopg is only needed on PostgreSQL
-    psycopg = None  # type: ignore[assignment]
 
 # serialization_failure, deadlock_detected, lock_not_available, the server going away
 # (admin_shutdown, crash_shutdown, cannot_connect_now), and a session ended for idling
@@ -49,6 +45,9 @@ def _is_transient_one(exc: BaseException) -> bool:
     if isinstance(exc, DjangoInterfaceError):
         # Django raises it for a connection that was closed under it.
         return True
+    # Only a process that imported psycopg (one that uses PostgreSQL) can hold its errors;
+    # importing it here would cost every SQLite process a tenth of a second at start.
+    psycopg = sys.modules.get("psycopg")
     if psycopg is not None and isinstance(exc, psycopg.Error):
         sqlstate = exc.sqlstate
         if sqlstate is None:
