@@ -46,7 +46,7 @@ def _is_transient_one(exc: BaseException) -> bool:
         # Django raises it for a connection that was closed under it.
         return True
     # Only a process that imported psycopg (one that uses PostgreSQL) can hold its errors;
-    # importing it here would cost every SQLite process a tenth of a second at start.
+    # importing it with this module cost every process on SQLite about 70 ms at start.
     psycopg = sys.modules.get("psycopg")
     if psycopg is not None and isinstance(exc, psycopg.Error):
         sqlstate = exc.sqlstate
