@@ -1,5 +1,9 @@
 """The later_* tables are browsable, read-only, and never counted in full."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
@@ -146,3 +150,20 @@ def test_the_admin_index_lists_internal_tables_only_with_the_setting(superuser_c
 def test_hidden_internal_tables_keep_their_changelist_urls(superuser_client):
     response = superuser_client.get(reverse("admin:later_stagecount_changelist"))
     assert response.status_code == 200
+
+
+def test_the_system_checks_load_the_admin_urls_without_the_dashboards_pages():
+    # Every management command (the worker's too) runs the checks, which build the
+    # admin's URLs; the pages' modules wait for the first request that needs them.
+    pages = ["views", "actions", "desk", "schedule_actions", "charts"]
+    script = (
+        "import sys, django; django.setup(); from django.core import checks; "
+        "from django.urls import reverse; checks.run_checks(); "
+        "reverse('admin:later_dashboard_changelist'); "
+        f"print([m for m in {pages!r} if 'later_django.dashboard.' + m in sys.modules])"
+    )
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="tests.settings")
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
