@@ -33,7 +33,11 @@ pytestmark = [pytest.mark.process, pytest.mark.soak]
 # Half the short run's jobs, to stay within a minute on a busy machine. Three kills, as a
 # quarter, a half and three quarters of the jobs have finished: killing every two seconds
 # saw only two when the machine drained the jobs in under six.
-SHORT_RUN = ["--short", "--plain", "1500", "--ordered", "300", "--lease", "2", "--kills", "3"]
+SHORT_SIZES = ["--short", "--plain", "1500", "--ordered", "300"]
+SHORT_RUN = [*SHORT_SIZES, "--lease", "2", "--kills", "3"]
+# Atomic jobs each commit their outcome alone, at about half the rate: half as many keep
+# the run as long, with the same three kills, each cutting off up to the slots' jobs.
+ATOMIC_RUN = ["--short", "--plain", "750", "--ordered", "150", "--lease", "2", "--kills", "3"]
 
 
 def test_workers_killed_as_jobs_finish_lose_no_job_and_keep_each_keys_order(soak_url):
@@ -49,7 +53,7 @@ def test_workers_killed_as_jobs_finish_lose_no_job_and_keep_each_keys_order(soak
 def test_atomic_jobs_under_kills_leave_each_effect_exactly_once(soak_url):
     """Each run's row commits with its outcome: a killed run leaves none, so however many
     runs a kill cut off and started again, every job's row is there exactly once."""
-    report = soak(soak_url, parse_options([*SHORT_RUN, "--atomic"]))
+    report = soak(soak_url, parse_options([*ATOMIC_RUN, "--atomic"]))
 
     assert report.kills == 3, report.rows()
     assert not report.stalled, report.rows()
@@ -84,7 +88,8 @@ def pg_ctlcluster_missing() -> str:
 @pytest.mark.django_db(transaction=True)
 def test_workers_recover_from_a_postgresql_restart_on_their_own(soak_url):
     # No kills: the workers that finish the jobs are the ones the restart cut off.
-    options = ["--short", "--lease", "2", "--kill-every", "3600", "--restart-postgres"]
+    # The restart comes as half the jobs have finished.
+    options = [*SHORT_SIZES, "--lease", "2", "--kill-every", "3600", "--restart-postgres"]
     try:
         report = soak(soak_url, parse_options(options))
     finally:
