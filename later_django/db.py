@@ -134,14 +134,15 @@ def hot_cursor(using: str) -> Iterator[Any]:
     statements). It runs in the connection's current transaction, and Django
     wraps its errors and logs its queries as for any other cursor.
     """
-    from .conf import later_settings
+    with _hot_cursor(connection_for(using)) as cursor:
+        yield cursor
 
-    connection = connection_for(using)
+
+def _hot_cursor(connection: BaseDatabaseWrapper) -> Any:
+    """:func:`hot_cursor`'s cursor on ``connection``, for the caller to close."""
     if not is_postgres(connection):
-        with connection.cursor() as cursor:
-            yield cursor
-        return
-    import psycopg
+        return connection.cursor()
+    from .conf import later_settings
 
     connection.ensure_connection()
     connection.validate_thread_sharing()
@@ -153,34 +154,50 @@ def hot_cursor(using: str) -> Iterator[Any]:
             # threshold no statement reaches lets ours (and only ours) be prepared.
             raw_connection.prepare_threshold = NEVER_BY_COUNT
     else:
+        import psycopg
+
         kind = psycopg.Cursor
     raw = kind(raw_connection)
-    wrapped = (
-        connection.make_debug_cursor(raw)
-        if connection.queries_logged
-        else connection.make_cursor(raw)
-    )
-    with wrapped as cursor:
-        yield cursor
+    if connection.queries_logged:
+        return connection.make_debug_cursor(raw)
+    return connection.make_cursor(raw)
 
 
-@contextmanager
-def one_statement(using: str) -> Iterator[Any]:
+class one_statement:
     """A hot cursor for a single statement that is atomic by itself.
 
     On PostgreSQL, outside any transaction, the statement runs in autocommit:
     it is its own transaction, one round trip instead of three (BEGIN, the
     statement, COMMIT). Anywhere else it runs in the caller's transaction, or
     on SQLite in a write transaction of its own, without a savepoint: the
-    statement must not be one a caller recovers from.
+    statement must not be one a caller recovers from. In a caller's
+    transaction on PostgreSQL, an error marks it for rollback, as an inner
+    ``atomic(savepoint=False)`` would, without that block's bookkeeping: the
+    statement is the one every ``enqueue()`` runs, and Django's own
+    ``Model.save()`` goes the same way (``mark_for_rollback_on_error``).
     """
-    connection = connection_for(using)
-    if is_postgres(connection) and not connection.in_atomic_block:
-        with hot_cursor(using) as cursor:
-            yield cursor
-        return
-    with write_transaction(using, savepoint=False, hot=True) as cursor:
-        yield cursor
+
+    __slots__ = ("_block", "_connection", "_cursor", "_using")
+
+    def __init__(self, using: str) -> None:
+        self._using = using
+
+    def __enter__(self) -> Any:
+        connection = self._connection = connection_for(self._using)
+        if is_postgres(connection):
+            self._block = None
+            self._cursor = _hot_cursor(connection)
+            return self._cursor.__enter__()
+        self._block = write_transaction(self._using, savepoint=False, hot=True)
+        return self._block.__enter__()
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> bool | None:
+        if self._block is not None:
+            return self._block.__exit__(kind, error, trace)
+        if kind is not None and self._connection.in_atomic_block:
+            self._connection.needs_rollback = True
+            self._connection.rollback_exc = error  # type: ignore[attr-defined]  # not in the stubs
+        return self._cursor.__exit__(kind, error, trace)
 
 
 _engine_thread = threading.local()

@@ -391,6 +391,23 @@ def test_a_database_error_in_a_later_batch_stores_none_of_the_batches(monkeypatc
     assert JobIndexRow.objects.filter(job_id=tasks.add.enqueue(1, 1).id).exists()
 
 
+@committing
+def test_an_enqueue_that_fails_in_a_transaction_marks_it_for_rollback(monkeypatch):
+    # As a failed Model.save() does: the block's next query says why it cannot run,
+    # and the block's rows go with the job.
+    taken = tasks.add.enqueue(0, 0)
+    before = later_row_counts()
+    monkeypatch.setattr("later_django.backend.new_job_id", lambda: taken.id)
+    with transaction.atomic():
+        Order.objects.create(reference="undone")
+        with pytest.raises(IntegrityError):
+            tasks.add.enqueue(1, 1)
+        with pytest.raises(transaction.TransactionManagementError, match="end of the 'atomic'"):
+            Order.objects.count()
+    assert later_row_counts() == before
+    assert not Order.objects.exists()
+
+
 def test_enqueue_many_with_one_bad_call_stores_none_of_them():
     before = later_row_counts()
     with pytest.raises(SerializationError, match=r"^Argument #1 \(positional\) of task"):
