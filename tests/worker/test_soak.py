@@ -34,10 +34,11 @@ pytestmark = [pytest.mark.process, pytest.mark.soak]
 # quarter, a half and three quarters of the jobs have finished: killing every two seconds
 # saw only two when the machine drained the jobs in under six.
 SHORT_SIZES = ["--short", "--plain", "1500", "--ordered", "300"]
-SHORT_RUN = [*SHORT_SIZES, "--lease", "2", "--kills", "3"]
+KILLED = ["--lease", "2", "--kills", "3"]
+SHORT_RUN = [*SHORT_SIZES, *KILLED]
 # Atomic jobs each commit their outcome alone, at about half the rate: half as many keep
 # the run as long, with the same three kills, each cutting off up to the slots' jobs.
-ATOMIC_RUN = ["--short", "--plain", "750", "--ordered", "150", "--lease", "2", "--kills", "3"]
+ATOMIC_RUN = ["--short", "--plain", "750", "--ordered", "150", *KILLED]
 
 
 def test_workers_killed_as_jobs_finish_lose_no_job_and_keep_each_keys_order(soak_url):
