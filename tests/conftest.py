@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -210,6 +211,55 @@ def holds_a_transaction() -> bool:
         return True
     finally:
         probe.close()
+
+
+def stopped(pid: int) -> bool:
+    """Whether every thread of process ``pid`` is stopped (Linux)."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        with contextlib.suppress(OSError):  # a thread that has just ended
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+    return bool(states) and all(state in "Tt" for state in states)
+
+
+def stop_before_its_statement_ends(
+    worker: WorkerProcess, table: str, query: str, timeout: float = 30
+) -> list[int]:
+    """Stop ``worker`` (SIGSTOP) inside the transaction whose statement ``query`` writes
+    ``table``, right after that statement; PostgreSQL only.
+
+    A session of the test's own locks ``table`` against writes until one of the
+    worker's sessions waits for it in ``query``, the worker is stopped, and the lock
+    let go: the statement ends and its session sits idle in the transaction, holding
+    its locks, for as long as the worker stays stopped. Unlike sampling (see
+    :func:`stop_inside_a_transaction`), this catches a transaction of milliseconds that
+    runs twice a second at the first try. Returns those sessions' pids; the caller
+    sends SIGCONT.
+    """
+
+    def sessions(state: str, waiting: bool) -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state = %s AND query LIKE %s "
+                "AND (coalesce(wait_event_type, '') = 'Lock') = %s",
+                [state, query + "%", waiting],
+            )
+            return [pid for (pid,) in cursor.fetchall()]
+
+    with postgres_session() as holder:  # commits, and so lets go, on leaving the block
+        holder.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
+        wait_for(lambda: sessions("active", waiting=True), timeout=timeout)
+        worker.signal(signal.SIGSTOP)
+        wait_for(lambda: stopped(worker.pid), timeout=timeout)  # before the lock goes
+    stuck: list[int] = []
+
+    def idle_inside() -> bool:
+        stuck[:] = sessions("idle in transaction", waiting=False)
+        return bool(stuck)
+
+    wait_for(idle_inside, timeout=timeout)
+    return stuck
 
 
 def pause_outside_a_transaction(worker) -> None:

@@ -10,7 +10,7 @@ from django.db import connection
 
 from later_django.models import JobIndexRow, PartitionHead, PartitionJob, PartitionLease
 from later_django.results import load_record
-from tests.conftest import pause_outside_a_transaction, stop_inside_a_transaction, wait_for
+from tests.conftest import pause_outside_a_transaction, stop_before_its_statement_ends, wait_for
 from tests.models import Execution
 from tests.topics import tasks
 
@@ -107,8 +107,11 @@ def test_a_worker_frozen_while_renewing_its_partition_lease_does_not_keep_it(sta
     frozen = start_worker("--concurrency", "2")
     wait_for(lambda: Execution.objects.filter(kind=f"run:{key}").exists(), timeout=30)
 
-    # The renewal runs twice a second and lasts milliseconds.
-    stop_inside_a_transaction(frozen, "UPDATE later_partition_head SET available_at")
+    # The renewal runs twice a second and lasts milliseconds: it is stopped between its
+    # two statements, the head's row locked by the first, the lease's by the second.
+    stop_before_its_statement_ends(
+        frozen, "later_partition_lease", "UPDATE later_partition_lease SET expires_at"
+    )
     try:
         start_worker("--concurrency", "2")
         wait_for(lambda: (then.refresh(), then.status)[1] == "SUCCESSFUL", timeout=30)
