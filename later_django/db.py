@@ -168,13 +168,13 @@ class one_statement:
 
     On PostgreSQL, outside any transaction, the statement runs in autocommit:
     it is its own transaction, one round trip instead of three (BEGIN, the
-    statement, COMMIT). Anywhere else it runs in the caller's transaction, or
-    on SQLite in a write transaction of its own, without a savepoint: the
-    statement must not be one a caller recovers from. In a caller's
-    transaction on PostgreSQL, an error marks it for rollback, as an inner
-    ``atomic(savepoint=False)`` would, without that block's bookkeeping: the
-    statement is the one every ``enqueue()`` runs, and Django's own
-    ``Model.save()`` goes the same way (``mark_for_rollback_on_error``).
+    statement, COMMIT); on SQLite it runs in a write transaction of its own.
+    In a caller's transaction it runs there, without a savepoint: the statement
+    must not be one a caller recovers from. An error then marks the caller's
+    transaction for rollback, as an inner ``atomic(savepoint=False)`` would,
+    without that block's bookkeeping: the statement is the one every
+    ``enqueue()`` runs, and Django's own ``Model.save()`` goes the same way
+    (``mark_for_rollback_on_error``).
     """
 
     __slots__ = ("_block", "_connection", "_cursor", "_using")
@@ -184,7 +184,7 @@ class one_statement:
 
     def __enter__(self) -> Any:
         connection = self._connection = connection_for(self._using)
-        if is_postgres(connection):
+        if is_postgres(connection) or connection.in_atomic_block:
             self._block = None
             self._cursor = _hot_cursor(connection)
             return self._cursor.__enter__()
