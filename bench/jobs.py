@@ -81,7 +81,7 @@ def run(kind: str, url: str, drain: int, memory: int) -> dict[str, str]:
     )
     # What users feel: enqueue() inside a block that saves a model row anyway.
     figures["time enqueue() adds to an atomic block saving one row, vs a second row"] = child(
-        "enqueue_in_atomic", url, "1000"
+        "enqueue_in_atomic", url, "2000"
     )
     # The machine's ceiling for that figure: one bare row per transaction, no Django.
     figures["(reference) BEGIN, one bare row, COMMIT"] = child("floor", url, "3000") + " rows/s"
@@ -259,10 +259,11 @@ def child_main(mode: str, args: list[str]) -> None:
     raise SystemExit(f"unknown mode {mode!r}")
 
 
-def enqueue_in_atomic(n: int, task, rounds: int = 5) -> str:
+def enqueue_in_atomic(n: int, task) -> str:
     """What ``task.enqueue()`` adds to a ``transaction.atomic()`` block that saves one model
-    row, against what saving a second row adds; the three kinds of block take turns, in
-    ``rounds`` rounds of ``n`` blocks each, and each cost is the median over the rounds."""
+    row, against what saving a second row adds. The three kinds of block take turns one
+    by one, ``n`` of each, their order reversed every other turn, and each cost is the
+    median of its blocks: the machine's drift over the run touches all three alike."""
     from django.contrib.auth.models import Group
     from django.db import transaction
 
@@ -282,14 +283,17 @@ def enqueue_in_atomic(n: int, task, rounds: int = 5) -> str:
             Group.objects.create(name=f"g{next(counter)}")
             task.enqueue()
 
-    times: dict[str, list[float]] = {"one": [], "two": [], "enqueue": []}
-    for _ in range(rounds):
-        for name, block in (("one", one_row), ("two", two_rows), ("enqueue", row_and_enqueue)):
-            began = time.perf_counter()
-            for _ in range(n):
-                block()
-            times[name].append((time.perf_counter() - began) / n * 1e6)
-    one, two, enqueue = (statistics.median(times[k]) for k in ("one", "two", "enqueue"))
+    blocks = (("one", one_row), ("two", two_rows), ("enqueue", row_and_enqueue))
+    for _, block in blocks * 100:  # warm-up
+        block()
+    times: dict[str, list[float]] = {name: [] for name, _ in blocks}
+    clock = time.perf_counter
+    for turn in range(n):
+        for name, block in blocks if turn % 2 else blocks[::-1]:
+            began = clock()
+            block()
+            times[name].append(clock() - began)
+    one, two, enqueue = (statistics.median(times[k]) * 1e6 for k in ("one", "two", "enqueue"))
     return (
         f"+{enqueue - one:.0f} µs for enqueue() vs +{two - one:.0f} µs for a second row "
         f"({(enqueue - one) / (two - one):.2f}x; one row alone {one:.0f} µs)"
