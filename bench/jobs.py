@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bench_env, bench_main, run_child  # noqa: E402
+from bench.common import bench_env, bench_main, count, run_child  # noqa: E402
 
 
 def child(mode: str, url: str, *args: str) -> str:
@@ -151,20 +151,8 @@ def drain_memory(url: str, jobs: int) -> str:
 
 
 def succeeded(url: str) -> int:
-    """Jobs that have succeeded in the database at ``url``, read by the driver alone."""
-    sql = "SELECT COUNT(*) FROM later_jobs_index WHERE stage = 'success'"
-    if url.startswith("sqlite:///"):
-        import sqlite3
-
-        conn = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30)
-        try:
-            return conn.execute(sql).fetchone()[0]
-        finally:
-            conn.close()
-    import psycopg
-
-    with psycopg.connect(url) as conn:
-        return conn.execute(sql).fetchone()[0]
+    """Jobs that have succeeded in the database at ``url``."""
+    return count(url, "SELECT COUNT(*) FROM later_jobs_index WHERE stage = 'success'")
 
 
 def child_main(mode: str, args: list[str]) -> None:

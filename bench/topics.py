@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bench_env, bench_main, run_child  # noqa: E402
+from bench.common import bench_env, bench_main, count, run_child  # noqa: E402
 
 if __name__ != "__main__" and os.environ.get("DJANGO_SETTINGS_MODULE"):
     # Imported by workers and by this script's own children, with Django set up.
@@ -73,18 +73,8 @@ def drain(url: str, jobs: int, keys: int, workers: int, concurrency: int) -> str
 
 
 def remaining(url: str) -> int:
-    """Queued ordered jobs, read without starting Django (a child per poll costs a CPU)."""
-    sql = "SELECT COUNT(*) FROM later_partition_job"
-    if url.startswith("sqlite:///"):
-        import sqlite3
-        from contextlib import closing
-
-        with closing(sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30)) as conn:
-            return conn.execute(sql).fetchone()[0]
-    import psycopg
-
-    with psycopg.connect(url) as conn:
-        return conn.execute(sql).fetchone()[0]
+    """Queued ordered jobs."""
+    return count(url, "SELECT COUNT(*) FROM later_partition_job")
 
 
 def run(url: str, jobs: int, keys: int, workers: int, concurrency: int) -> dict[str, str]:
